@@ -1,0 +1,257 @@
+"""Open a lethe database: lock-aware open, FTS, migrations, UDFs, SQL surface.
+
+``connect(path)`` is the one way the package opens a database. It
+
+1. opens the file, retrying with jittered backoff while another process
+   holds DuckDB's lock, then fails with a message naming the holder;
+2. loads the FTS extension from the ``duckdb-extension-fts`` wheel (no
+   network), falling back to ``LOAD fts`` / ``INSTALL fts``;
+3. applies every file of ``migrations/`` exactly once, recording its sha256
+   (an applied migration whose file changed is an error);
+4. creates the FTS tables for ``entries`` if they are missing;
+5. re-applies ``sql/`` (macros and views, ``CREATE OR REPLACE``) when its
+   content changed since the last open;
+6. registers the ``embed`` UDF (the model loads on first call).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import time
+from pathlib import Path
+
+import duckdb
+
+from .errors import DatabaseCorrupt, DatabaseLocked, MigrationError
+from .resources import sql_files
+
+FTS_SCHEMA = "fts_main_entries"
+FTS_OPTIONS = (
+    "stemmer='none', stopwords='none', ignore='[^a-z0-9_]+', strip_accents=0, lower=1, overwrite=1"
+)
+
+_LOCK_RE = re.compile(r"Conflicting lock is held in (?P<proc>\S+) \(PID (?P<pid>\d+)\)")
+
+
+def _lock_timeout() -> float:
+    try:
+        return float(os.environ.get("LETHE_LOCK_TIMEOUT", "10"))
+    except ValueError:
+        return 10.0
+
+
+def open_duckdb(path: str | os.PathLike, *, read_only: bool = False, timeout: float | None = None):
+    """``duckdb.connect`` with a bounded, jittered retry on lock conflicts."""
+    target = str(path)
+    if target != ":memory:" and not read_only:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + (_lock_timeout() if timeout is None else timeout)
+    delay = 0.02
+    while True:
+        try:
+            return duckdb.connect(target, read_only=read_only)
+        except duckdb.IOException as exc:
+            msg = str(exc)
+            if "not a valid DuckDB database" in msg or "database file" in msg and "corrupt" in msg.lower():
+                raise DatabaseCorrupt(
+                    f"{target} is not a readable DuckDB database (left untouched); "
+                    "move it aside and run `lethe index` to rebuild it from the markdown files"
+                ) from exc
+            m = _LOCK_RE.search(msg)
+            if m is None and "Could not set lock" not in msg:
+                raise
+            if time.monotonic() >= deadline:
+                holder = f"{m['proc']} (PID {m['pid']})" if m else "another process"
+                raise DatabaseLocked(
+                    f"{target} is locked by {holder}; it holds the database for writing. "
+                    "Retry when it finishes, or use --read-only if that process only reads"
+                ) from exc
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+        except duckdb.SerializationException as exc:
+            raise DatabaseCorrupt(f"{target} cannot be read: {exc}".splitlines()[0]) from exc
+
+
+def load_fts(con) -> str:
+    """Load FTS without network when possible; returns how it was loaded, or '' if it was not."""
+    try:
+        import duckdb_extension_fts
+
+        pkg = Path(duckdb_extension_fts.__file__).parent
+        version = duckdb.__version__
+        candidates = sorted(pkg.glob(f"extensions/v{version}/fts.duckdb_extension")) or sorted(
+            pkg.glob("extensions/*/fts.duckdb_extension")
+        )
+        for binary in candidates:
+            try:
+                con.execute(f"LOAD '{binary.as_posix()}'")
+                return f"duckdb-extension-fts ({binary})"
+            except duckdb.Error:
+                continue
+    except ImportError:
+        pass
+    try:
+        con.execute("LOAD fts")
+        return "duckdb extension directory"
+    except duckdb.Error:
+        pass
+    try:
+        con.execute("INSTALL fts")
+        con.execute("LOAD fts")
+        return "INSTALL fts (network)"
+    except duckdb.Error:
+        return ""
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def migrate(con) -> list[str]:
+    """Apply pending migrations, each in its own transaction; returns the names applied."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " name VARCHAR PRIMARY KEY, sha256 VARCHAR NOT NULL,"
+        " applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)"
+    )
+    applied = dict(con.execute("SELECT name, sha256 FROM schema_migrations").fetchall())
+    files = sql_files("migrations")
+    known = {f.name for f in files}
+    unknown = sorted(set(applied) - known)
+    if unknown:
+        raise MigrationError(
+            f"database was migrated by a newer lethe-sql (unknown migrations: {', '.join(unknown)}); "
+            "upgrade lethe-sql"
+        )
+    done = []
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        digest = _sha256(text)
+        if f.name in applied:
+            if applied[f.name] != digest:
+                raise MigrationError(
+                    f"migration {f.name} was edited after it was applied "
+                    f"(recorded sha256 {applied[f.name][:12]}, file {digest[:12]}); "
+                    "add a new migration instead of editing an applied one"
+                )
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(text)
+            con.execute("INSERT INTO schema_migrations (name, sha256) VALUES (?, ?)", [f.name, digest])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        done.append(f.name)
+    return done
+
+
+def check_migrated(con) -> None:
+    """For read-only opens: the schema must be exactly what this version expects."""
+    try:
+        applied = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
+    except duckdb.CatalogException:
+        raise MigrationError("database has no lethe schema yet; run `lethe index` first") from None
+    expected = {f.name for f in sql_files("migrations")}
+    if applied != expected:
+        if applied - expected:
+            raise MigrationError("database was written by a newer lethe-sql; upgrade lethe-sql")
+        raise MigrationError("database schema is older than this lethe-sql; open it read-write once (`lethe index`)")
+
+
+def fts_schema_exists(con, catalog: str | None = None) -> bool:
+    q = "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'docs'"
+    params: list = [FTS_SCHEMA]
+    if catalog:
+        q += " AND database_name = ?"
+        params.append(catalog)
+    return con.execute(q, params).fetchone()[0] > 0
+
+
+def rebuild_fts(con) -> None:
+    """Full rebuild of the FTS tables from ``entries.text`` (PRAGMA create_fts_index)."""
+    con.execute(f"PRAGMA create_fts_index('entries', 'id', 'text', {FTS_OPTIONS})")
+
+
+_FTS_FALLBACK_DDL = f"""
+CREATE SCHEMA IF NOT EXISTS {FTS_SCHEMA};
+CREATE TABLE IF NOT EXISTS {FTS_SCHEMA}.docs (docid BIGINT, name VARCHAR, len BIGINT);
+CREATE TABLE IF NOT EXISTS {FTS_SCHEMA}.terms (docid BIGINT, fieldid BIGINT, termid BIGINT);
+CREATE TABLE IF NOT EXISTS {FTS_SCHEMA}.dict (termid BIGINT, term VARCHAR, df BIGINT);
+CREATE TABLE IF NOT EXISTS {FTS_SCHEMA}.stats (num_docs BIGINT, avgdl DOUBLE);
+CREATE TABLE IF NOT EXISTS {FTS_SCHEMA}.fields (fieldid BIGINT, field VARCHAR);
+INSERT INTO {FTS_SCHEMA}.stats SELECT 0, NULL WHERE NOT EXISTS (SELECT 1 FROM {FTS_SCHEMA}.stats);
+INSERT INTO {FTS_SCHEMA}.fields SELECT 0, 'text' WHERE NOT EXISTS (SELECT 1 FROM {FTS_SCHEMA}.fields);
+"""
+
+
+def ensure_fts(con, fts_loaded: bool) -> None:
+    """Create the FTS tables for ``entries`` if missing (with the extension when loaded)."""
+    if fts_schema_exists(con):
+        return
+    if fts_loaded:
+        rebuild_fts(con)
+    else:
+        # Same tables the extension builds; BM25 in sql/ needs only these.
+        con.execute(_FTS_FALLBACK_DDL)
+        from .fts import fts_add_all
+
+        fts_add_all(con)
+
+
+def apply_sql(con) -> bool:
+    """Re-apply ``sql/`` when its content changed; returns whether it ran."""
+    files = sql_files("sql")
+    texts = [f.read_text(encoding="utf-8") for f in files]
+    digest = _sha256("\n".join(f"-- {f.name}\n{t}" for f, t in zip(files, texts)))
+    row = con.execute("SELECT value FROM meta WHERE key = 'sql_sha256'").fetchone()
+    if row and row[0] == digest:
+        return False
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for text in texts:
+            con.execute(text)
+        con.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('sql_sha256', ?)", [digest]
+        )
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return True
+
+
+def connect(
+    path: str | os.PathLike = ":memory:",
+    *,
+    read_only: bool = False,
+    embedder=None,
+    lock_timeout: float | None = None,
+):
+    """Open (creating if needed) a lethe database and return the DuckDB connection.
+
+    ``embedder`` is an :class:`udfs.Embedder`, a ``LazyEmbedder``, or ``None``
+    for the default model, loaded lazily on the first ``embed()`` call.
+    """
+    from lethe_sql.udfs.embed import Embedder, LazyEmbedder, register_embed
+
+    con = open_duckdb(path, read_only=read_only, timeout=lock_timeout)
+    try:
+        fts = load_fts(con)
+        if read_only:
+            check_migrated(con)
+        else:
+            migrate(con)
+            ensure_fts(con, bool(fts))
+            apply_sql(con)
+        if embedder is None:
+            embedder = LazyEmbedder(Embedder)
+        register_embed(con, embedder)
+    except Exception:
+        con.close()
+        raise
+    return con

@@ -1,0 +1,294 @@
+"""Incremental indexing of memory files into ``entries`` and the FTS tables.
+
+One pass:
+
+1. list the memory files; a file whose size and mtime match ``source_files``
+   is skipped unread, one whose bytes hash the same only has its mtime updated;
+2. parse each changed file into chunks (``markdown.parse``);
+3. embed only the chunks whose ids are not in ``entries`` yet (outside any
+   transaction, with progress), then, in one transaction: replace the changed
+   files' occurrences, insert the new entries, delete entries no occurrence
+   holds any more, and update the FTS tables incrementally.
+
+Entries whose text did not change keep their row, and with it their learned
+state. Unreadable input never stops the pass: a binary or oversized file is
+skipped with a warning, invalid UTF-8 is decoded with replacement characters
+and reported. The markdown files themselves are only ever read here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .fts import fts_add, fts_delete
+from .markdown import Chunk, parse
+
+MAX_FILE_BYTES = int(os.environ.get("LETHE_MAX_FILE_BYTES", 16 * 1024 * 1024))
+BINARY_SNIFF = 8192
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class IndexReport:
+    files_seen: int = 0
+    files_unchanged: int = 0
+    files_indexed: int = 0
+    files_removed: int = 0
+    files_skipped: int = 0
+    entries_added: int = 0
+    entries_removed: int = 0
+    entries_total: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class SourceText:
+    """A readable memory file: its text plus what to record in ``source_files``."""
+
+    rel: str
+    text: str
+    size: int
+    mtime: float
+    sha256: str
+
+
+def read_memory_file(path: Path, rel: str, warnings: list[str]) -> SourceText | None:
+    """Read one memory file defensively; ``None`` (with a warning) when it must be skipped."""
+    try:
+        st = path.stat()
+        if st.st_size > MAX_FILE_BYTES:
+            warnings.append(
+                f"skipped {rel}: {st.st_size / 2**20:.1f} MiB is over the {MAX_FILE_BYTES / 2**20:.0f} MiB "
+                "limit for a memory file (LETHE_MAX_FILE_BYTES)"
+            )
+            return None
+        data = path.read_bytes()
+    except OSError as exc:
+        warnings.append(f"skipped {rel}: cannot read it ({exc.strerror or exc})")
+        return None
+    if b"\x00" in data[:BINARY_SNIFF]:
+        warnings.append(f"skipped {rel}: looks binary (NUL bytes), not a markdown memory file")
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", errors="replace")
+        warnings.append(
+            f"{rel}: invalid UTF-8 at byte {exc.start}; decoded with replacement characters"
+        )
+    return SourceText(rel, text, st.st_size, st.st_mtime, hashlib.sha256(data).hexdigest())
+
+
+def memory_files(memory_dir: Path) -> list[Path]:
+    """Markdown files under ``memory_dir`` (recursively), hidden files and folders excluded."""
+    if not memory_dir.is_dir():
+        return []
+    out = []
+    for p in memory_dir.rglob("*.md"):
+        rel = p.relative_to(memory_dir)
+        if any(part.startswith(".") for part in rel.parts) or not p.is_file():
+            continue
+        out.append(p)
+    return sorted(out)
+
+
+def _stage_entries(chunks: Sequence[tuple[str, Chunk]], vectors: np.ndarray):
+    import pyarrow as pa
+
+    from lethe_sql.udfs.embed import EMBED_DIM
+
+    return pa.table(
+        {
+            "id": [c.id for _, c in chunks],
+            "content": [c.content for _, c in chunks],
+            "text": [c.text for _, c in chunks],
+            "source": [src for src, _ in chunks],
+            "heading": [c.heading for _, c in chunks],
+            "session_id": [c.session_id for _, c in chunks],
+            "position": pa.array([c.position for _, c in chunks], pa.int32()),
+            "created_at": pa.array([c.created_at for _, c in chunks], pa.timestamp("us")),
+            "embedding": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1)), EMBED_DIM
+            ),
+        }
+    )
+
+
+def check_model(con, model_id: str) -> None:
+    """Vectors from two models must never mix in one database."""
+    from .errors import LetheError
+
+    row = con.execute("SELECT value FROM meta WHERE key = 'embed_model'").fetchone()
+    if row is None:
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('embed_model', ?)", [model_id])
+    elif row[0] != model_id:
+        raise LetheError(
+            f"this index was embedded with {row[0]} but the current model is {model_id}; "
+            "run `lethe index --rebuild` to re-embed"
+        )
+
+
+def apply_changes(
+    con,
+    embed: Callable[[list[str], Callable[[int], None] | None], np.ndarray],
+    changed: dict[str, tuple[SourceText | None, list[Chunk]]],
+    progress: Progress | None = None,
+) -> tuple[int, int]:
+    """Replace the occurrences of ``changed`` sources and sync ``entries`` with them.
+
+    ``changed`` maps a source name to (its file facts, its chunks). Facts are None
+    for a source that is not a file (``MemoryStore.put_documents``) and for a
+    removed file (with no chunks); either way no ``source_files`` row remains.
+    Returns (entries added, entries removed).
+    """
+    wanted: dict[str, tuple[str, Chunk]] = {}
+    for src, (_, chunks) in changed.items():
+        for c in chunks:
+            wanted.setdefault(c.id, (src, c))
+    have = set()
+    if wanted:
+        have = {
+            r[0]
+            for r in con.execute(
+                "SELECT id FROM entries WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(wanted)]
+            ).fetchall()
+        }
+    new = [wanted[i] for i in wanted if i not in have]
+    if new:
+        total = len(new)
+        done = [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            if progress:
+                progress("embedding", done[0], total)
+
+        vectors = embed([c.text for _, c in new], tick)
+    else:
+        vectors = np.zeros((0, 384), dtype=np.float32)
+
+    occ_rows = [
+        (src, c.position, c.id, c.heading) for src, (_, chunks) in changed.items() for c in chunks
+    ]
+    con.execute("BEGIN TRANSACTION")
+    try:
+        sources = list(changed)
+        con.execute("DELETE FROM entry_sources WHERE source IN (SELECT unnest(?::VARCHAR[]))", [sources])
+        if occ_rows:
+            import pyarrow as pa
+
+            occ = pa.table(
+                {
+                    "source": [r[0] for r in occ_rows],
+                    "position": pa.array([r[1] for r in occ_rows], pa.int32()),
+                    "id": [r[2] for r in occ_rows],
+                    "heading": [r[3] for r in occ_rows],
+                }
+            )
+            con.register("_lethe_occ", occ)
+            con.execute("INSERT INTO entry_sources SELECT source, position, id, heading FROM _lethe_occ")
+            con.unregister("_lethe_occ")
+        if new:
+            con.register("_lethe_new", _stage_entries(new, vectors))
+            con.execute(
+                "INSERT INTO entries (id, content, text, source, heading, session_id, position, created_at, embedding) "
+                "SELECT id, content, text, source, heading, session_id, position, created_at, embedding FROM _lethe_new"
+            )
+            con.unregister("_lethe_new")
+            fts_add(con, [c.id for _, c in new])
+        # Kept entries whose home section moved: follow their first remaining occurrence.
+        con.execute(
+            """UPDATE entries SET source = o.source, position = o.position, heading = o.heading
+               FROM (SELECT id, arg_min(source, (source, position)) AS source,
+                            arg_min(position, (source, position)) AS position,
+                            arg_min(heading, (source, position)) AS heading
+                     FROM entry_sources GROUP BY id) AS o
+               WHERE entries.id = o.id
+                 AND entries.source IN (SELECT unnest(?::VARCHAR[]))
+                 AND (entries.source <> o.source OR entries.position <> o.position
+                      OR entries.heading IS DISTINCT FROM o.heading)""",
+            [sources],
+        )
+        gone = [
+            r[0]
+            for r in con.execute(
+                """SELECT id FROM entries
+                   WHERE source IN (SELECT unnest(?::VARCHAR[]))
+                     AND id NOT IN (SELECT id FROM entry_sources)""",
+                [sources],
+            ).fetchall()
+        ]
+        if gone:
+            fts_delete(con, gone)
+            con.execute("DELETE FROM entries WHERE id IN (SELECT unnest(?::VARCHAR[]))", [gone])
+        for src, (facts, _) in changed.items():
+            if facts is None:
+                con.execute("DELETE FROM source_files WHERE path = ?", [src])
+            else:
+                con.execute(
+                    "INSERT OR REPLACE INTO source_files (path, size, mtime, sha256, indexed_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [src, facts.size, facts.mtime, facts.sha256, datetime.now()],
+                )
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return len(new), len(gone)
+
+
+def scan(
+    con, memory_dir: Path, source_prefix: str, warnings: list[str], only: Iterable[Path] | None = None
+) -> tuple[dict[str, tuple[SourceText | None, list[Chunk]]], int, int, int]:
+    """Find what changed under ``memory_dir``: (changed, seen, unchanged, skipped)."""
+    known = {
+        r[0]: (r[1], r[2], r[3])
+        for r in con.execute(
+            "SELECT path, size, mtime, sha256 FROM source_files WHERE starts_with(path, ?)",
+            [source_prefix],
+        ).fetchall()
+    }
+    paths = memory_files(memory_dir) if only is None else [Path(p) for p in only]
+    changed: dict[str, tuple[SourceText | None, list[Chunk]]] = {}
+    seen = unchanged = skipped = 0
+    present = set()
+    for p in paths:
+        rel = source_prefix + p.relative_to(memory_dir).as_posix()
+        present.add(rel)
+        seen += 1
+        try:
+            st = p.stat()
+        except OSError as exc:
+            warnings.append(f"skipped {rel}: {exc.strerror or exc}")
+            skipped += 1
+            continue
+        prev = known.get(rel)
+        if prev and prev[0] == st.st_size and prev[1] == st.st_mtime:
+            unchanged += 1
+            continue
+        facts = read_memory_file(p, rel, warnings)
+        if facts is None:
+            skipped += 1
+            continue
+        if prev and prev[2] == facts.sha256:
+            con.execute("UPDATE source_files SET mtime = ? WHERE path = ?", [facts.mtime, rel])
+            unchanged += 1
+            continue
+        changed[rel] = (facts, parse(facts.text, rel))
+    if only is None:
+        for rel in known:
+            if rel not in present:
+                changed[rel] = (None, [])
+    return changed, seen, unchanged, skipped

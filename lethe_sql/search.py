@@ -1,0 +1,124 @@
+"""Search: the SQL the store runs, and its typed results.
+
+The ranking lives in ``sql/`` (``lethe_bm25``, ``lethe_dense``,
+``lethe_hybrid``); this module only embeds the query, binds it, and joins
+the ranked ids back to their entries. ``search_sql(mode)`` returns the exact
+statement, so tests and ``lethe explain`` read the same SQL the search runs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from .errors import UsageError
+
+MAX_QUERY_CHARS = 2000
+MODES = ("hybrid", "bm25", "dense")
+
+_COLUMNS = """e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier"""
+
+_SQL = {
+    "hybrid": f"""SELECT h.rank, h.id, h.score, h.bm25_rank, h.bm25_score, h.dense_rank, h.dense_score,
+       {_COLUMNS}
+FROM lethe_hybrid($q, $qvec, $k, depth := $depth) AS h
+JOIN entries AS e USING (id)
+ORDER BY h.rank""",
+    "bm25": f"""SELECT h.rank, h.id, h.score, h.rank AS bm25_rank, h.score AS bm25_score,
+       NULL AS dense_rank, NULL AS dense_score,
+       {_COLUMNS}
+FROM lethe_bm25($q, $k) AS h
+JOIN entries AS e USING (id)
+ORDER BY h.rank""",
+    "dense": f"""SELECT h.rank, h.id, h.score, NULL AS bm25_rank, NULL AS bm25_score,
+       h.rank AS dense_rank, h.score AS dense_score,
+       {_COLUMNS}
+FROM lethe_dense($qvec, $k) AS h
+JOIN entries AS e USING (id)
+ORDER BY h.rank""",
+}
+
+
+def search_sql(mode: str = "hybrid") -> str:
+    """The statement a search of ``mode`` runs, with its named parameters."""
+    if mode not in _SQL:
+        raise UsageError(f"unknown search mode {mode!r}; choose one of {', '.join(MODES)}")
+    return _SQL[mode]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One ranked memory."""
+
+    rank: int
+    id: str
+    score: float
+    content: str
+    text: str
+    source: str | None
+    heading: str | None
+    created_at: datetime | None
+    session_id: str | None
+    tier: str
+    bm25_rank: int | None = None
+    bm25_score: float | None = None
+    dense_rank: int | None = None
+    dense_score: float | None = None
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["created_at"] = self.created_at.isoformat() if self.created_at else None
+        return d
+
+
+def clean_query(query: str, max_chars: int = MAX_QUERY_CHARS) -> str:
+    """Validate a query: non-empty after stripping; long ones are cut with a warning."""
+    if query is None:
+        raise UsageError("the query is empty")
+    q = query.replace("\x00", " ").strip()
+    if not q:
+        raise UsageError("the query is empty (or only whitespace)")
+    if len(q) > max_chars:
+        warnings.warn(
+            f"query of {len(q)} characters truncated to {max_chars}", UserWarning, stacklevel=3
+        )
+        q = q[:max_chars]
+    return q
+
+
+def run_search(con, query: str, qvec, *, mode: str = "hybrid", top_k: int = 10, depth: int = 30):
+    """Execute ``search_sql(mode)`` and return ``SearchResult`` rows."""
+    if top_k < 1:
+        raise UsageError("--top-k must be at least 1")
+    params: dict = {"k": int(top_k)}
+    if mode in ("hybrid", "bm25"):
+        params["q"] = query
+    if mode in ("hybrid", "dense"):
+        params["qvec"] = qvec
+    if mode == "hybrid":
+        params["depth"] = int(depth)
+    cur = con.execute(search_sql(mode), params)
+    names = [d[0] for d in cur.description]
+    out = []
+    for row in cur.fetchall():
+        r = dict(zip(names, row))
+        out.append(
+            SearchResult(
+                rank=int(r["rank"]),
+                id=r["id"],
+                score=float(r["score"]),
+                content=r["content"],
+                text=r["text"],
+                source=r["source"],
+                heading=r["heading"],
+                created_at=r["created_at"],
+                session_id=r["session_id"],
+                tier=r["tier"],
+                bm25_rank=r["bm25_rank"],
+                bm25_score=r["bm25_score"],
+                dense_rank=r["dense_rank"],
+                dense_score=r["dense_score"],
+            )
+        )
+    return out

@@ -1,0 +1,292 @@
+"""``MemoryStore``: a project's memory folder and its DuckDB index, as one object.
+
+    with MemoryStore("~/code/myproject") as store:
+        store.add("The staging DB is on port 5433, not 5432.")
+        for hit in store.search("which port does staging use"):
+            print(hit.rank, hit.source, hit.text)
+
+Layout under the project root::
+
+    .lethe/memory/YYYY-MM-DD.md     the memories (source of truth; commit them)
+    .lethe/index/lethe.duckdb       the index (derived; rebuilt by `lethe index`)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .db import connect
+from .errors import LetheError, NotAProject, UsageError
+from .ingest import IndexReport, Progress, apply_changes, check_model, scan
+from .markdown import Document
+from .search import SearchResult, clean_query, run_search
+
+LETHE_DIR = ".lethe"
+_HEADING_LINE = re.compile(r"^(#{1,3})(?=[ \t])", re.M)
+
+
+def find_root(start: str | os.PathLike | None = None) -> Path:
+    """The nearest directory at or above ``start`` holding ``.lethe/``, else ``start`` itself."""
+    here = Path(start or os.getcwd()).expanduser().resolve()
+    for d in (here, *here.parents):
+        if (d / LETHE_DIR).is_dir():
+            return d
+    return here
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _as_section(text: str, when: datetime, heading: str | None) -> str:
+    body = text.replace("\r\n", "\n").strip()
+    # Headings inside a memory would split it on reindex: demote them to ####.
+    body = _HEADING_LINE.sub("####", body)
+    title = when.strftime("%Y-%m-%d %H:%M:%S")
+    if heading:
+        title += f" {' '.join(heading.split())}"
+    return f"## {title}\n\n{body}\n"
+
+
+class MemoryStore:
+    """The memory of one project."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike = ".",
+        *,
+        db_path: str | os.PathLike | None = None,
+        embedder=None,
+        read_only: bool = False,
+        create: bool = True,
+    ) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.lethe_dir = self.root / LETHE_DIR
+        self.memory_dir = self.lethe_dir / "memory"
+        if db_path == ":memory:":
+            self.db_path = db_path  # type: ignore[assignment]
+        else:
+            self.db_path = Path(db_path) if db_path else self.lethe_dir / "index" / "lethe.duckdb"
+        self.read_only = read_only
+        if not self.lethe_dir.is_dir():
+            if not create or read_only:
+                raise NotAProject(f"{self.root} has no .lethe folder; run `lethe init` there first")
+            self.init()
+        if read_only and (self.db_path == ":memory:" or not Path(self.db_path).exists()):
+            raise NotAProject(f"{self.root} has no index yet; run `lethe index` there first")
+        self._embedder = embedder
+        self._con = None
+
+    # -- lifecycle ---------------------------------------------------------
+    def init(self) -> Path:
+        """Create ``.lethe/memory`` and ``.lethe/index`` (idempotent)."""
+        self.memory_dir.mkdir(parents=True, exist_ok=True)
+        (self.lethe_dir / "index").mkdir(parents=True, exist_ok=True)
+        ignore = self.lethe_dir / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# the index is derived from memory/; rebuild it with `lethe index`\nindex/\n")
+        return self.lethe_dir
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from lethe_sql.udfs.embed import Embedder
+
+            self._embedder = Embedder()
+        return self._embedder
+
+    @property
+    def con(self):
+        if self._con is None:
+            from lethe_sql.udfs.embed import LazyEmbedder
+
+            emb = self._embedder if self._embedder is not None else LazyEmbedder(lambda: self.embedder)
+            self._con = connect(self.db_path, read_only=self.read_only, embedder=emb)
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def __enter__(self) -> "MemoryStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise UsageError("this store was opened read-only")
+
+    def index(self, *, progress: Progress | None = None, rebuild: bool = False) -> IndexReport:
+        """Bring the index up to date with the memory folder (incremental)."""
+        self._require_writable()
+        t0 = time.perf_counter()
+        report = IndexReport()
+        con = self.con
+        if rebuild:
+            self._rebuild(progress)
+        prefix = self.memory_dir.relative_to(self.root).as_posix() + "/"
+        changed, report.files_seen, report.files_unchanged, report.files_skipped = scan(
+            con, self.memory_dir, prefix, report.warnings
+        )
+        report.files_removed = sum(1 for facts, _ in changed.values() if facts is None)
+        report.files_indexed = len(changed) - report.files_removed
+        if changed:
+            report.entries_added, report.entries_removed = apply_changes(
+                con, self._embed, changed, progress
+            )
+        report.entries_total = con.execute("SELECT count(*) FROM entries").fetchone()[0]
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def _embed(self, texts: list[str], tick: Callable[[int], None] | None = None):
+        emb = self.embedder
+        check_model(self.con, emb.model_id)
+        return emb.encode(texts, progress=tick)
+
+    def _rebuild(self, progress: Progress | None) -> None:
+        """Re-embed every entry and rebuild the FTS tables; learned state is kept."""
+        from .db import load_fts, rebuild_fts
+        from .fts import fts_add_all
+
+        con = self.con
+        rows = con.execute("SELECT id, text FROM entries ORDER BY id").fetchall()
+        con.execute("DELETE FROM meta WHERE key = 'embed_model'")
+        done = [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            if progress:
+                progress("re-embedding", done[0], len(rows))
+
+        vecs = self._embed([t for _, t in rows], tick) if rows else None
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if rows:
+                import pyarrow as pa
+
+                con.register(
+                    "_lethe_vecs",
+                    pa.table(
+                        {
+                            "id": [i for i, _ in rows],
+                            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), 384),
+                        }
+                    ),
+                )
+                con.execute("UPDATE entries SET embedding = v.embedding FROM _lethe_vecs AS v WHERE entries.id = v.id")
+                con.unregister("_lethe_vecs")
+            con.execute("DELETE FROM source_files")
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        if load_fts(con):
+            rebuild_fts(con)
+        else:
+            for t in ("docs", "terms", "dict"):
+                con.execute(f"DELETE FROM fts_main_entries.{t}")
+            fts_add_all(con)
+
+    def add(self, text: str, *, heading: str | None = None, when: datetime | None = None) -> str:
+        """Append ``text`` as a timestamped section of today's file and index it; returns its id."""
+        self._require_writable()
+        if text is None or not text.strip():
+            raise UsageError("nothing to add: the memory text is empty")
+        when = when or datetime.now()
+        self.memory_dir.mkdir(parents=True, exist_ok=True)
+        path = self.memory_dir / f"{when:%Y-%m-%d}.md"
+        section = _as_section(text, when, heading)
+        lock_path = self.memory_dir / ".lock"
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                old = path.read_bytes() if path.exists() else b""
+                sep = b"" if not old or old.endswith(b"\n\n") else (b"\n" if old.endswith(b"\n") else b"\n\n")
+                _atomic_write(path, old + sep + section.encode("utf-8"))
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        from .markdown import parse
+
+        chunk = parse(section, path.name)
+        self.index()
+        if not chunk:
+            raise LetheError("the memory was written but holds no indexable text")
+        return chunk[-1].id
+
+    def put_documents(
+        self, source: str, documents: Sequence[Document], *, progress: Progress | None = None
+    ) -> tuple[int, int]:
+        """Make ``source`` hold exactly ``documents`` (a non-markdown source: a transcript,
+        a benchmark corpus). Same path as markdown indexing: content-hash ids, unchanged
+        entries kept, vanished ones removed. Returns (entries added, entries removed)."""
+        self._require_writable()
+        chunks = [d.to_chunk(i, source) for i, d in enumerate(documents)]
+        return apply_changes(self.con, self._embed, {source: (None, chunks)}, progress)
+
+    # -- reading -----------------------------------------------------------
+    def embed_query(self, query: str):
+        return self.embedder.encode([query])[0]
+
+    def search(
+        self, query: str, *, top_k: int = 10, mode: str = "hybrid", depth: int = 30
+    ) -> list[SearchResult]:
+        """Ranked memories for ``query`` (hybrid BM25 + dense, RRF-fused, by default)."""
+        q = clean_query(query)
+        qvec = self.embed_query(q) if mode in ("hybrid", "dense") else None
+        return run_search(self.con, q, qvec, mode=mode, top_k=top_k, depth=depth)
+
+    def status(self) -> dict:
+        """Counts and facts about this store, for ``lethe status``."""
+        con = self.con
+        n_entries, n_vec = con.execute(
+            "SELECT count(*), count(embedding) FROM entries"
+        ).fetchone()
+        n_files = con.execute("SELECT count(*) FROM source_files").fetchone()[0]
+        tiers = dict(con.execute("SELECT tier, count(*) FROM entries GROUP BY tier ORDER BY tier").fetchall())
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        on_disk = [p for p in self.memory_dir.rglob("*.md")] if self.memory_dir.is_dir() else []
+        from lethe_sql.udfs.models import ModelMissing, resolve_embedder
+
+        try:
+            src = resolve_embedder()
+            model = {"name": src.name, "origin": src.origin, "path": str(src.onnx_path)}
+        except ModelMissing as exc:
+            model = {"missing": str(exc)}
+        return {
+            "root": str(self.root),
+            "database": str(self.db_path),
+            "database_bytes": Path(self.db_path).stat().st_size if self.db_path != ":memory:" and Path(self.db_path).exists() else 0,
+            "memory_files": len(on_disk),
+            "indexed_files": n_files,
+            "entries": n_entries,
+            "entries_with_vectors": n_vec,
+            "tiers": tiers,
+            "embed_model": meta.get("embed_model"),
+            "search_step": int(meta.get("search_step", 0)),
+            "embedder": model,
+            "reranker": None,
+        }

@@ -1,0 +1,17 @@
+"""Python UDFs for lethe-sql: model resolution and the ``embed`` function.
+
+Everything here runs inside the Python process that opened the database;
+UDFs are registered per connection and never persisted (DuckDB cannot).
+"""
+
+from .embed import EMBED_DIM, Embedder, register_embed
+from .models import ModelMissing, ModelSource, resolve_embedder
+
+__all__ = [
+    "EMBED_DIM",
+    "Embedder",
+    "ModelMissing",
+    "ModelSource",
+    "register_embed",
+    "resolve_embedder",
+]

@@ -1,0 +1,149 @@
+"""The bi-encoder and the ``embed`` UDF.
+
+``Embedder.encode`` turns texts into L2-normalised FLOAT[384] vectors:
+tokenise (truncate at ``max_length``, pad each batch only to its longest
+member), run the ONNX model, mask-weighted mean over ``last_hidden_state``,
+normalise. Texts are sorted by length before batching so that padding stays
+small, and results are returned in the caller's order.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .models import ModelMissing, ModelSource, resolve_embedder
+
+EMBED_DIM = 384
+
+
+class Embedder:
+    """all-MiniLM-L6-v2 (or any model of the same signature) on onnxruntime."""
+
+    def __init__(
+        self,
+        source: ModelSource | None = None,
+        *,
+        max_length: int = 256,
+        batch_size: int = 64,
+        threads: int | None = None,
+    ) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - both are hard dependencies
+            raise ModelMissing(f"cannot load the embedding runtime: {exc}") from exc
+        self.source = source or resolve_embedder()
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        tok = Tokenizer.from_file(str(self.source.tokenizer_path))
+        tok.no_padding()
+        tok.enable_truncation(max_length)
+        self._tokenizer = tok
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or int(os.environ.get("LETHE_THREADS", 0)) or (os.cpu_count() or 1)
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        try:
+            self._session = ort.InferenceSession(
+                str(self.source.onnx_path), opts, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelMissing(f"cannot load embedding model {self.source.onnx_path}: {exc}") from exc
+        names = {i.name for i in self._session.get_inputs()}
+        self._needs_token_types = "token_type_ids" in names
+        self.dim = EMBED_DIM
+
+    @property
+    def model_id(self) -> str:
+        return self.source.model_id
+
+    def _batches(self, texts: Sequence[str]):
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
+
+    def _run(self, batch_texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        enc = self._tokenizer.encode_batch(batch_texts)
+        width = max(1, max(len(e.ids) for e in enc))
+        ids = np.zeros((len(enc), width), dtype=np.int64)
+        mask = np.zeros((len(enc), width), dtype=np.int64)
+        for row, e in enumerate(enc):
+            n = len(e.ids)
+            ids[row, :n] = e.ids
+            mask[row, :n] = e.attention_mask
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if self._needs_token_types:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:
+            hidden = self._session.run(None, feed)[0]
+        return hidden, mask
+
+    def encode(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Vectors for ``texts`` as a float32 array of shape (n, 384), rows L2-normalised."""
+        out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
+        for idx in self._batches(texts):
+            hidden, mask = self._run([texts[i] or " " for i in idx])
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[idx] = pooled / np.maximum(norms, 1e-12)
+            if progress is not None:
+                progress(len(idx))
+        return out
+
+
+class LazyEmbedder:
+    """Loads the model on first use, so opening a database costs no model load."""
+
+    def __init__(self, factory: Callable[[], Embedder]) -> None:
+        self._factory = factory
+        self._embedder: Embedder | None = None
+
+    def get(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = self._factory()
+        return self._embedder
+
+    @property
+    def loaded(self) -> bool:
+        return self._embedder is not None
+
+
+def register_embed(con, embedder: Embedder | LazyEmbedder, name: str = "embed") -> None:
+    """Register ``embed(VARCHAR) -> FLOAT[384]`` on ``con`` as a vectorised arrow UDF."""
+    import duckdb
+    import pyarrow as pa
+
+    get = embedder.get if isinstance(embedder, LazyEmbedder) else (lambda: embedder)
+
+    def _embed(texts: "pa.Array") -> "pa.Array":
+        values = texts.to_pylist()
+        present = [i for i, v in enumerate(values) if v is not None]
+        vecs = get().encode([values[i] for i in present]) if present else np.zeros((0, EMBED_DIM), np.float32)
+        flat = np.zeros((len(values), EMBED_DIM), dtype=np.float32)
+        flat[present] = vecs
+        arr = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), EMBED_DIM)
+        if len(present) != len(values):
+            valid = np.zeros(len(values), dtype=bool)
+            valid[present] = True
+            arr = pa.FixedSizeListArray.from_arrays(
+                pa.array(flat.reshape(-1)), EMBED_DIM, mask=pa.array(~valid)
+            )
+        return arr
+
+    vec_type = duckdb.sqltypes.DuckDBPyType(f"FLOAT[{EMBED_DIM}]")
+    con.create_function(
+        name,
+        _embed,
+        [duckdb.sqltypes.VARCHAR],
+        vec_type,
+        type="arrow",
+        null_handling="special",
+    )
