@@ -1,0 +1,163 @@
+"""connect(): creation, offline FTS, migrations once with sha256, SQL surface, embed UDF, bad files."""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import numpy as np
+import pytest
+
+import lethe_sql.db as db
+from lethe_sql import connect
+from lethe_sql.errors import DatabaseCorrupt, DatabaseLocked, MigrationError
+from lethe_sql.resources import resource_dir
+
+# The public SQL surface. Changing it is a decision: update README.md with it.
+SURFACE_MACROS = {"lethe_tokens", "lethe_bm25", "lethe_dense", "lethe_hybrid"}
+SURFACE_VIEWS = {"lethe_memories"}
+TABLES = {"meta", "entries", "entry_sources", "source_files", "schema_migrations"}
+
+
+def test_connect_creates_schema_and_loads_fts_offline(tmp_path):
+    path = tmp_path / "sub" / "x.duckdb"
+    con = connect(path)
+    assert path.exists()
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    assert TABLES <= tables
+    fts = con.execute("SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'fts'").fetchone()
+    assert fts == (True,)
+    assert db.load_fts(con).startswith("duckdb-extension-fts")
+    con.close()
+
+
+def test_public_sql_surface_is_pinned(tmp_path):
+    con = connect(tmp_path / "x.duckdb")
+    macros = {
+        r[0]
+        for r in con.execute(
+            "SELECT function_name FROM duckdb_functions() WHERE function_name LIKE 'lethe_%' AND NOT internal"
+        ).fetchall()
+    }
+    views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    assert macros == SURFACE_MACROS
+    assert {v for v in views if v.startswith("lethe_")} == SURFACE_VIEWS
+    con.close()
+
+
+def test_migrations_apply_exactly_once_with_sha256(tmp_path):
+    path = tmp_path / "x.duckdb"
+    connect(path).close()
+    con = connect(path)
+    rows = con.execute("SELECT name, sha256 FROM schema_migrations ORDER BY name").fetchall()
+    files = sorted(resource_dir("migrations").glob("*.sql"))
+    assert [r[0] for r in rows] == [f.name for f in files]
+    assert all(len(r[1]) == 64 for r in rows)
+    assert db.migrate(con) == []
+    con.close()
+
+
+def _patched_migrations(monkeypatch, tmp_path):
+    mig = tmp_path / "migrations"
+    shutil.copytree(resource_dir("migrations"), mig)
+    real = db.sql_files
+    monkeypatch.setattr(db, "sql_files", lambda name: sorted(mig.glob("*.sql")) if name == "migrations" else real(name))
+    return mig
+
+
+def test_edited_applied_migration_is_an_error(tmp_path, monkeypatch):
+    mig = _patched_migrations(monkeypatch, tmp_path)
+    path = tmp_path / "x.duckdb"
+    connect(path).close()
+    first = sorted(mig.glob("*.sql"))[0]
+    first.write_text(first.read_text() + "\n-- edited\n")
+    with pytest.raises(MigrationError, match="edited after it was applied"):
+        connect(path)
+
+
+def test_new_migration_runs_once_and_failed_one_rolls_back(tmp_path, monkeypatch):
+    mig = _patched_migrations(monkeypatch, tmp_path)
+    path = tmp_path / "x.duckdb"
+    connect(path).close()
+    (mig / "900_extra.sql").write_text("CREATE TABLE extra (x INT); INSERT INTO extra VALUES (1);")
+    connect(path).close()
+    con = connect(path)
+    assert con.execute("SELECT count(*) FROM extra").fetchone()[0] == 1
+    con.close()
+    (mig / "901_broken.sql").write_text("CREATE TABLE half (x INT); SELECT * FROM no_such_table;")
+    with pytest.raises(duckdb.Error):
+        connect(path)
+    con = duckdb.connect(str(path))
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'half'").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM schema_migrations WHERE name = '901_broken.sql'").fetchone()[0] == 0
+    con.close()
+
+
+def test_sql_folder_is_reapplied_only_when_changed(tmp_path):
+    con = connect(tmp_path / "x.duckdb")
+    assert db.apply_sql(con) is False
+    con.execute("DROP MACRO TABLE lethe_dense")
+    con.execute("UPDATE meta SET value = 'stale' WHERE key = 'sql_sha256'")
+    assert db.apply_sql(con) is True
+    assert con.execute("SELECT count(*) FROM duckdb_functions() WHERE function_name = 'lethe_dense'").fetchone()[0] == 1
+    con.close()
+
+
+def test_embed_udf_returns_normalised_float384(tmp_path, embedder):
+    con = connect(tmp_path / "x.duckdb", embedder=embedder)
+    typ, norm = con.execute(
+        "SELECT typeof(v), list_sum(list_transform(v::FLOAT[], x -> x * x)) FROM (SELECT embed('staging postgres port') AS v)"
+    ).fetchone()
+    assert typ == "FLOAT[384]"
+    assert norm == pytest.approx(1.0, abs=1e-4)
+    vec = con.execute("SELECT embed('staging postgres port')").fetchone()[0]
+    assert np.allclose(np.array(vec, dtype=np.float32), embedder.encode(["staging postgres port"])[0], atol=1e-6)
+    assert con.execute("SELECT embed(NULL) IS NULL").fetchone()[0] is True
+    con.close()
+
+
+def test_corrupt_database_is_a_clear_error_and_left_untouched(tmp_path):
+    path = tmp_path / "bad.duckdb"
+    junk = b"this is not a database" * 500
+    path.write_bytes(junk)
+    with pytest.raises(DatabaseCorrupt, match="not a readable DuckDB database"):
+        connect(path)
+    assert path.read_bytes() == junk
+
+
+def test_locked_database_names_the_holder(tmp_path):
+    path = tmp_path / "x.duckdb"
+    connect(path).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import duckdb, sys
+            con = duckdb.connect({str(path)!r})
+            print('locked', flush=True)
+            sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(DatabaseLocked, match=rf"locked by .*\(PID {holder.pid}\)"):
+            connect(path, lock_timeout=0.3)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    connect(path, lock_timeout=5).close()
+
+
+def test_read_only_open_needs_a_migrated_database(tmp_path):
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    with pytest.raises(MigrationError, match="no lethe schema"):
+        connect(path, read_only=True)
+    connect(path).close()
+    con = connect(path, read_only=True)
+    assert con.execute("SELECT count(*) FROM lethe_bm25('x', 5)").fetchone()[0] == 0
+    with pytest.raises(duckdb.Error):
+        con.execute("INSERT INTO meta VALUES ('a', 'b')")
+    con.close()
