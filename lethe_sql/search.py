@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from .errors import UsageError
+from .vectors import vec_literal
 
 MAX_QUERY_CHARS = 2000
 MODES = ("hybrid", "bm25", "dense")
@@ -95,7 +96,7 @@ def run_search(con, query: str, qvec, *, mode: str = "hybrid", top_k: int = 10, 
     if mode in ("hybrid", "bm25"):
         params["q"] = query
     if mode in ("hybrid", "dense"):
-        params["qvec"] = qvec
+        params["qvec"] = vec_literal(qvec)
     if mode == "hybrid":
         params["depth"] = int(depth)
     cur = con.execute(search_sql(mode), params)
