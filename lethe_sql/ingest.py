@@ -126,6 +126,62 @@ def _stage_entries(chunks: Sequence[tuple[str, Chunk]], vectors: np.ndarray):
     )
 
 
+def quantize(vecs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 rows with one float scale per row: ``v ~= q * scale``."""
+    scale = np.maximum(np.abs(vecs).max(axis=1), 1e-12) / 127.0
+    q = np.clip(np.rint(vecs / scale[:, None]), -127, 127).astype(np.int8)
+    return q, scale.astype(np.float32)
+
+
+def _stage_tokens(ids: Sequence[str], tokens: Sequence):
+    import pyarrow as pa
+
+    from lethe_sql.udfs.embed import EMBED_DIM
+
+    rows = [(i, t) for i, t in zip(ids, tokens) if t is not None and len(t.ids)]
+    if not rows:
+        return None
+    all_vecs = np.concatenate([t.vecs for _, t in rows])
+    q, scale = quantize(all_vecs)
+    return pa.table(
+        {
+            "id": [i for i, t in rows for _ in range(len(t.ids))],
+            "pos": pa.array(np.concatenate([np.arange(len(t.ids)) for _, t in rows]).astype(np.int16)),
+            "token": pa.array(np.concatenate([t.ids for _, t in rows]).astype(np.int32)),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(q.reshape(-1)), EMBED_DIM),
+            "scale": pa.array(scale),
+        }
+    )
+
+
+def token_index_add(con, ids: Sequence[str], tokens: Sequence) -> None:
+    """Store token vectors of new entries and count their wordpieces into ``token_df``."""
+    staged = _stage_tokens(ids, tokens)
+    if staged is None:
+        return
+    con.register("_lethe_tok", staged)
+    con.execute("INSERT INTO token_vectors SELECT id, pos, token, v, scale FROM _lethe_tok")
+    con.execute(
+        """INSERT INTO token_df AS d (token, df)
+           SELECT token, count(DISTINCT id) FROM _lethe_tok GROUP BY token
+           ON CONFLICT (token) DO UPDATE SET df = d.df + excluded.df"""
+    )
+    con.unregister("_lethe_tok")
+
+
+def token_index_delete(con, ids: Sequence[str]) -> None:
+    """Drop the token vectors of ``ids`` and uncount their wordpieces."""
+    con.execute(
+        """UPDATE token_df SET df = token_df.df - c.n
+           FROM (SELECT token, count(DISTINCT id) AS n FROM token_vectors
+                 WHERE id IN (SELECT unnest(?::VARCHAR[])) GROUP BY token) AS c
+           WHERE token_df.token = c.token""",
+        [list(ids)],
+    )
+    con.execute("DELETE FROM token_df WHERE df <= 0")
+    con.execute("DELETE FROM token_vectors WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
+
+
 def check_model(con, model_id: str) -> None:
     """Vectors from two models must never mix in one database."""
     from .errors import LetheError
@@ -142,7 +198,7 @@ def check_model(con, model_id: str) -> None:
 
 def apply_changes(
     con,
-    embed: Callable[[list[str], Callable[[int], None] | None], np.ndarray],
+    embed: Callable[[list[str], Callable[[int], None] | None], tuple[np.ndarray, list | None]],
     changed: dict[str, tuple[SourceText | None, list[Chunk]]],
     progress: Progress | None = None,
 ) -> tuple[int, int]:
@@ -175,9 +231,9 @@ def apply_changes(
             if progress:
                 progress("embedding", done[0], total)
 
-        vectors = embed([c.text for _, c in new], tick)
+        vectors, tokens = embed([c.text for _, c in new], tick)
     else:
-        vectors = np.zeros((0, 384), dtype=np.float32)
+        vectors, tokens = np.zeros((0, 384), dtype=np.float32), None
 
     occ_rows = [
         (src, c.position, c.id, c.heading) for src, (_, chunks) in changed.items() for c in chunks
@@ -208,6 +264,8 @@ def apply_changes(
             )
             con.unregister("_lethe_new")
             fts_add(con, [c.id for _, c in new])
+            if tokens is not None:
+                token_index_add(con, [c.id for _, c in new], tokens)
         # Kept entries whose home section moved: follow their first remaining occurrence.
         con.execute(
             """UPDATE entries SET source = o.source, position = o.position, heading = o.heading
@@ -232,6 +290,7 @@ def apply_changes(
         ]
         if gone:
             fts_delete(con, gone)
+            token_index_delete(con, gone)
             con.execute("DELETE FROM entries WHERE id IN (SELECT unnest(?::VARCHAR[]))", [gone])
         for src, (facts, _) in changed.items():
             if facts is None:

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 from .db import connect
 from .errors import LetheError, NotAProject, UsageError
-from .ingest import IndexReport, Progress, apply_changes, check_model, scan
+from .ingest import IndexReport, Progress, apply_changes, check_model, scan, token_index_add
 from .markdown import Document
 from .search import SearchResult, clean_query, run_search
 
@@ -79,6 +79,7 @@ class MemoryStore:
         embedder=None,
         read_only: bool = False,
         create: bool = True,
+        token_index: bool = True,
     ) -> None:
         self.root = Path(root).expanduser().resolve()
         self.lethe_dir = self.root / LETHE_DIR
@@ -95,6 +96,7 @@ class MemoryStore:
         if read_only and (self.db_path == ":memory:" or not Path(self.db_path).exists()):
             raise NotAProject(f"{self.root} has no index yet; run `lethe index` there first")
         self._embedder = embedder
+        self.token_index = token_index
         self._con = None
 
     # -- lifecycle ---------------------------------------------------------
@@ -163,9 +165,12 @@ class MemoryStore:
         return report
 
     def _embed(self, texts: list[str], tick: Callable[[int], None] | None = None):
+        """Sentence vectors, plus token vectors when the embedder gives them."""
         emb = self.embedder
         check_model(self.con, emb.model_id)
-        return emb.encode(texts, progress=tick)
+        if self.token_index and hasattr(emb, "encode_full"):
+            return emb.encode_full(texts, tick)
+        return emb.encode(texts, progress=tick), None
 
     def _rebuild(self, progress: Progress | None) -> None:
         """Re-embed every entry and rebuild the FTS tables; learned state is kept."""
@@ -182,9 +187,13 @@ class MemoryStore:
             if progress:
                 progress("re-embedding", done[0], len(rows))
 
-        vecs = self._embed([t for _, t in rows], tick) if rows else None
+        vecs, tokens = self._embed([t for _, t in rows], tick) if rows else (None, None)
         con.execute("BEGIN TRANSACTION")
         try:
+            con.execute("DELETE FROM token_vectors")
+            con.execute("DELETE FROM token_df")
+            if rows and tokens is not None:
+                token_index_add(con, [i for i, _ in rows], tokens)
             if rows:
                 import pyarrow as pa
 

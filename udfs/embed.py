@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -18,6 +19,14 @@ import numpy as np
 from .models import ModelMissing, ModelSource, resolve_embedder
 
 EMBED_DIM = 384
+
+
+@dataclass(frozen=True)
+class TokenVectors:
+    """One text's token vectors: wordpiece ids and L2-normalised float32 rows."""
+
+    ids: np.ndarray
+    vecs: np.ndarray
 
 
 class Embedder:
@@ -44,6 +53,8 @@ class Embedder:
         tok.no_padding()
         tok.enable_truncation(max_length)
         self._tokenizer = tok
+        self._cls_id = tok.token_to_id("[CLS]") if tok.token_to_id("[CLS]") is not None else -1
+        self._sep_id = tok.token_to_id("[SEP]") if tok.token_to_id("[SEP]") is not None else -1
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or int(os.environ.get("LETHE_THREADS", 0)) or (os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
@@ -81,22 +92,43 @@ class Embedder:
             feed["token_type_ids"] = np.zeros_like(ids)
         with self._lock:
             hidden = self._session.run(None, feed)[0]
-        return hidden, mask
+        return hidden, mask, ids
 
     def encode(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> np.ndarray:
         """Vectors for ``texts`` as a float32 array of shape (n, 384), rows L2-normalised."""
+        return self.encode_full(texts, progress, tokens=False)[0]
+
+    def encode_full(
+        self,
+        texts: Sequence[str],
+        progress: Callable[[int], None] | None = None,
+        *,
+        tokens: bool = True,
+    ) -> tuple[np.ndarray, list[TokenVectors]]:
+        """Sentence vectors and, from the same forward pass, per-token vectors.
+
+        Token vectors (for late interaction) are the model's last hidden states of
+        every real token but [CLS] and [SEP], each L2-normalised.
+        """
         out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
+        toks: list[TokenVectors] = [None] * len(texts) if tokens else []  # type: ignore[list-item]
         for idx in self._batches(texts):
-            hidden, mask = self._run([texts[i] or " " for i in idx])
+            hidden, mask, ids = self._run([texts[i] or " " for i in idx])
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
             out[idx] = pooled / np.maximum(norms, 1e-12)
+            if tokens:
+                keep = (mask == 1) & (ids != self._cls_id) & (ids != self._sep_id)
+                for row, i in enumerate(idx):
+                    h = hidden[row][keep[row]]
+                    h = h / np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)
+                    toks[i] = TokenVectors(ids[row][keep[row]].astype(np.int32), h.astype(np.float32))
             if progress is not None:
                 progress(len(idx))
-        return out
+        return out, toks
 
 
 class LazyEmbedder:
