@@ -246,6 +246,10 @@ def demo(
         run_demo(top_k=top_k, keep=keep, echo=typer.echo)
 
 
+from .cli_models import models_app  # noqa: E402
+app.add_typer(models_app, name="models")
+
+
 def main() -> None:
     app()
 
