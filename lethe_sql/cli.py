@@ -172,18 +172,31 @@ def _snippet(text: str, width: int = 300) -> str:
     return one if len(one) <= width else one[: width - 1] + "…"
 
 
+def _rerank_note(judge: str | None) -> str:
+    if judge == "cross-encoder":
+        return "reranked by the cross-encoder"
+    if judge == "late-interaction":
+        return "reranked by late interaction over token vectors (no cross-encoder installed)"
+    return "not reranked: no judge available"
+
+
 @app.command()
 def search(
     query: str = typer.Argument(..., help="What to look for, in plain words."),
-    top_k: int = typer.Option(10, "--top-k", "-k", min=1, max=1000, help="How many results."),
-    mode: str = typer.Option("hybrid", "--mode", help="hybrid (BM25 + dense, RRF), bm25 or dense."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, max=1000, help="How many results (default 10)."),
+    mode: str = typer.Option(
+        "default", "--mode",
+        help="default (first stage, judge, learning), or one first-stage macro alone: hybrid, bm25, dense.",
+    ),
+    judge: Optional[str] = typer.Option(None, "--judge", help="auto, cross-encoder, late-interaction or none."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list of results."),
-    read_only: bool = typer.Option(False, "--read-only", help="Open the index read-only (changes nothing)."),
+    read_only: bool = typer.Option(False, "--read-only", help="Open the index read-only: nothing is learned or changed."),
 ) -> None:
     """Search this project's memory."""
     with _errors():
         with _store(read_only=read_only, create=False) as store:
-            hits = store.search(query, top_k=top_k, mode=mode)
+            hits = store.search(query, top_k=top_k, mode=mode, judge=judge)
+        judge_name = hits[0].judge if hits else None
         if json_out:
             _print_json(
                 [
@@ -197,7 +210,9 @@ def search(
                         "content": h.content,
                         "bm25_rank": h.bm25_rank,
                         "dense_rank": h.dense_rank,
-                        "reranked": False,
+                        "reranked": h.reranked,
+                        "judge": h.judge,
+                        "note": _rerank_note(h.judge),
                     }
                     for h in hits
                 ]
@@ -212,7 +227,114 @@ def search(
                 where += f" › {h.heading}"
             typer.echo(f"{h.rank:>2}. [{h.score:.4f}] {where}  ({h.id})")
             typer.echo(f"    {_snippet(h.text)}")
-        typer.echo("(not reranked: no cross-encoder installed)")
+        typer.echo(f"({_rerank_note(judge_name)})")
+
+
+def _fmt(x, spec: str = ".4f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+@app.command()
+def explain(
+    query: str = typer.Argument(..., help="The query to explain."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, max=1000, help="How many results (default 10)."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="auto, cross-encoder, late-interaction or none."),
+    pool: bool = typer.Option(False, "--pool", help="Show the whole judged pool, not only the results."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show how each result was ranked: BM25, dense, fused, suppression, judge, final.
+
+    Runs the same pipeline as `lethe search` but learns nothing."""
+    with _errors():
+        with _store(create=False) as store:
+            out = store.search_outcome(query, top_k=top_k, judge=judge, learn=False)
+        rows = out.pool if pool else out.results
+        rows = sorted(rows, key=lambda c: (c.final_rank or 10**9, c.judge_rank or 10**9, c.pool_rank))
+        data = [
+            {
+                "final_rank": c.final_rank, "id": c.id,
+                "bm25_rank": c.bm25_rank, "bm25_score": c.bm25_score,
+                "dense_rank": c.dense_rank, "dense_score": c.dense_score,
+                "fused": c.fused, "cluster": out.cue, "suppression": c.suppression, "adjusted": c.adjusted,
+                "pool_rank": c.pool_rank, "judge_score": c.judge_score, "judge_rank": c.judge_rank,
+                "deep": c.deep, "source": c.source, "heading": c.heading,
+            }
+            for c in rows
+        ]
+        if json_out:
+            _print_json({"query": query, "judge": out.judge, "cluster": out.cue, "deep": out.deep,
+                         "rif": out.rif, "notes": out.notes, "results": data})
+            return
+        typer.echo(f"judge: {out.judge or 'none'}   cluster: {out.cue}   deep pass: {'yes' if out.deep else 'no'}"
+                   f"   RIF: {'on' if out.rif else 'off'}")
+        typer.echo(f"{'final':>5} {'bm25':>10} {'dense':>11} {'fused':>7} {'supp':>6} {'pool':>4} {'judge':>12}  memory")
+        for d in data:
+            b = f"{d['bm25_rank'] or '-'}:{_fmt(d['bm25_score'], '.2f')}"
+            dn = f"{d['dense_rank'] or '-'}:{_fmt(d['dense_score'], '.3f')}"
+            j = f"{d['judge_rank'] or '-'}:{_fmt(d['judge_score'], '.3f')}"
+            where = (d["heading"] or d["source"] or "")[:48]
+            typer.echo(f"{d['final_rank'] or '-':>5} {b:>10} {dn:>11} {d['fused']:.4f} {d['suppression']:.3f} "
+                       f"{d['pool_rank']:>4} {j:>12}  {where} ({d['id'][:8]})")
+
+
+rif_app = typer.Typer(help="Retrieval-induced forgetting: what the store has learned.", no_args_is_help=True)
+app.add_typer(rif_app, name="rif")
+
+
+@rif_app.command("reset")
+def rif_reset(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Forget everything learned: suppression, query clusters, query log, tiers and affinity."""
+    with _errors():
+        from .learn import reset
+
+        with _store(create=False) as store:
+            counts = reset(store.con)
+        if json_out:
+            _print_json({"cleared": counts})
+        else:
+            typer.echo(f"cleared {counts['suppression']} suppression rows, {counts['centroids']} clusters, "
+                       f"{counts['queries']} logged queries; tiers and affinity reset")
+
+
+@rif_app.command("status")
+def rif_status(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Show the learned state: search step, clusters, suppression, tiers."""
+    with _errors():
+        with _store(create=False) as store:
+            con = store.con
+            info = {
+                "search_step": int(con.execute("SELECT value FROM meta WHERE key='search_step'").fetchone()[0]),
+                "logged_queries": con.execute("SELECT count(*) FROM query_log").fetchone()[0],
+                "clusters": con.execute("SELECT count(*) FROM rif_centroids").fetchone()[0],
+                "suppressed_pairs": con.execute("SELECT count(*) FROM rif_suppression").fetchone()[0],
+                "tiers": dict(con.execute("SELECT tier, entries FROM lethe_lifecycle ORDER BY tier").fetchall()),
+                "n_clusters_setting": store.settings.n_clusters,
+            }
+        if json_out:
+            _print_json(info)
+            return
+        for k, v in info.items():
+            typer.echo(f"{k + ':':<20}{v}")
+
+
+@app.command()
+def restore(
+    ids: List[str] = typer.Argument(..., help="Ids of apoptotic entries to bring back into search results."),
+) -> None:
+    """Bring apoptotic entries back (their files never lost them)."""
+    with _errors():
+        from .learn import current_step
+
+        with _store(create=False) as store:
+            con = store.con
+            step = current_step(con)
+            n = 0
+            for i in ids:
+                n += con.execute(
+                    "UPDATE entries SET tier = 'naive', affinity = 0.5, last_retrieval_step = ? "
+                    "WHERE id = ? AND tier = 'apoptotic' RETURNING id", [step, i]
+                ).fetchall().__len__()
+        typer.echo(f"restored {n} of {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
 
 
 @app.command()
@@ -231,7 +353,9 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the status
         typer.echo(f"tiers:      {', '.join(f'{k} {v}' for k, v in info['tiers'].items()) or '-'}")
         emb = info["embedder"]
         typer.echo(f"embedder:   {emb.get('name', '')} from {emb.get('origin', '')}" if "missing" not in emb else f"embedder:   MISSING: {emb['missing']}")
-        typer.echo("reranker:   none installed (results are not reranked)")
+        rr = info.get("reranker")
+        typer.echo(f"reranker:   {rr['name']} from {rr['origin']}" if rr else "reranker:   no cross-encoder installed")
+        typer.echo(f"judge:      {info.get('judge') or 'none'}")
 
 
 @app.command()
@@ -248,6 +372,11 @@ def demo(
 
 from .cli_models import models_app  # noqa: E402
 app.add_typer(models_app, name="models")
+
+
+from lethe_sql.bench.cli import bench_command  # noqa: E402
+
+app.command("bench")(bench_command)
 
 
 def main() -> None:

@@ -230,12 +230,15 @@ def connect(
     *,
     read_only: bool = False,
     embedder=None,
+    reranker=None,
     lock_timeout: float | None = None,
 ):
     """Open (creating if needed) a lethe database and return the DuckDB connection.
 
     ``embedder`` is an :class:`udfs.Embedder`, a ``LazyEmbedder``, or ``None``
     for the default model, loaded lazily on the first ``embed()`` call.
+    ``reranker`` (a ``CrossEncoder`` or ``LazyReranker``), when given, is
+    registered as ``rerank(query, passage)``.
     """
     from lethe_sql.udfs.embed import Embedder, LazyEmbedder, register_embed
 
@@ -251,6 +254,10 @@ def connect(
         if embedder is None:
             embedder = LazyEmbedder(Embedder)
         register_embed(con, embedder)
+        if reranker is not None:
+            from lethe_sql.udfs.rerank import register_rerank
+
+            register_rerank(con, reranker)
     except Exception:
         con.close()
         raise

@@ -16,7 +16,7 @@ from .errors import UsageError
 from .vectors import vec_literal
 
 MAX_QUERY_CHARS = 2000
-MODES = ("hybrid", "bm25", "dense")
+MODES = ("default", "hybrid", "bm25", "dense")
 
 _COLUMNS = """e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier"""
 
@@ -66,6 +66,15 @@ class SearchResult:
     bm25_score: float | None = None
     dense_rank: int | None = None
     dense_score: float | None = None
+    judge: str | None = None          # which judge reranked it, None when not reranked
+    judge_score: float | None = None
+    fused: float | None = None        # RRF score before suppression
+    suppression: float | None = None  # decayed suppression for this query's cluster
+    pool_rank: int | None = None      # rank after the first stage (and suppression)
+
+    @property
+    def reranked(self) -> bool:
+        return self.judge is not None
 
     def as_dict(self) -> dict:
         d = asdict(self)

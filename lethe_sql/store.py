@@ -28,6 +28,7 @@ from .errors import LetheError, NotAProject, UsageError
 from .ingest import IndexReport, Progress, apply_changes, check_model, scan, token_index_add
 from .markdown import Document
 from .search import SearchResult, clean_query, run_search
+from .settings import load_settings
 
 LETHE_DIR = ".lethe"
 _HEADING_LINE = re.compile(r"^(#{1,3})(?=[ \t])", re.M)
@@ -80,6 +81,7 @@ class MemoryStore:
         read_only: bool = False,
         create: bool = True,
         token_index: bool = True,
+        settings=None,
     ) -> None:
         self.root = Path(root).expanduser().resolve()
         self.lethe_dir = self.root / LETHE_DIR
@@ -97,6 +99,8 @@ class MemoryStore:
             raise NotAProject(f"{self.root} has no index yet; run `lethe index` there first")
         self._embedder = embedder
         self.token_index = token_index
+        self.settings = load_settings(self.root) if settings is None else settings
+        self._reranker_src = False  # not resolved yet
         self._con = None
 
     # -- lifecycle ---------------------------------------------------------
@@ -123,7 +127,13 @@ class MemoryStore:
             from lethe_sql.udfs.embed import LazyEmbedder
 
             emb = self._embedder if self._embedder is not None else LazyEmbedder(lambda: self.embedder)
-            self._con = connect(self.db_path, read_only=self.read_only, embedder=emb)
+            reranker = None
+            if self.settings.judge in ("auto", "cross-encoder") and self._reranker_source() is not None:
+                from lethe_sql.udfs.rerank import CrossEncoder, LazyReranker
+
+                src = self._reranker_source()
+                reranker = LazyReranker(lambda: CrossEncoder(src))
+            self._con = connect(self.db_path, read_only=self.read_only, embedder=emb, reranker=reranker)
         return self._con
 
     def close(self) -> None:
@@ -260,13 +270,87 @@ class MemoryStore:
     def embed_query(self, query: str):
         return self.embedder.encode([query])[0]
 
-    def search(
-        self, query: str, *, top_k: int = 10, mode: str = "hybrid", depth: int = 30
-    ) -> list[SearchResult]:
-        """Ranked memories for ``query`` (hybrid BM25 + dense, RRF-fused, by default)."""
+    # -- the judge -------------------------------------------------------------
+    def judge(self, name: str | None = None):
+        """The judge a search uses: ``auto`` picks the cross-encoder when one is
+        installed, else late interaction over the token index, else none."""
+        name = name or self.settings.judge
+        if name == "none":
+            return None
+        from .judges import CrossEncoderJudge, LateInteractionJudge
+
+        if name in ("auto", "cross-encoder"):
+            if self._reranker_source() is not None:
+                return CrossEncoderJudge()
+            if name == "cross-encoder":
+                from lethe_sql.udfs.models import ModelMissing
+
+                raise ModelMissing("no cross-encoder installed: run `lethe models pull` or set LETHE_RERANK_MODEL")
+        li = LateInteractionJudge()
+        return li if li.available(self.con) else None
+
+    def _reranker_source(self):
+        if self._reranker_src is False:
+            from lethe_sql.udfs.models import resolve_reranker
+
+            self._reranker_src = resolve_reranker()
+        return self._reranker_src
+
+    def search_outcome(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        judge: str | None = None,
+        learn: bool | None = None,
+        settings=None,
+    ):
+        """The full pipeline (first stage, judge, adaptive depth, learning) with its trace."""
+        from .judges import encode_query
+        from .pipeline import run
+
         q = clean_query(query)
-        qvec = self.embed_query(q) if mode in ("hybrid", "dense") else None
-        return run_search(self.con, q, qvec, mode=mode, top_k=top_k, depth=depth)
+        s = (settings or self.settings).with_(top_k=top_k)
+        j = self.judge(judge)
+        enc = encode_query(self.embedder, q)
+        may_learn = (not self.read_only) if learn is None else (learn and not self.read_only)
+        return run(self.con, enc, s, j, learn=may_learn)
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        mode: str = "default",
+        depth: int | None = None,
+        judge: str | None = None,
+        learn: bool | None = None,
+    ) -> list[SearchResult]:
+        """Ranked memories for ``query``.
+
+        ``mode="default"`` runs the whole pipeline (first stage, judge, learning
+        unless read-only or ``learn=False``). ``hybrid``, ``bm25`` and ``dense`` run
+        one first-stage macro alone and change nothing.
+        """
+        k = top_k or self.settings.top_k
+        if mode != "default":
+            q = clean_query(query)
+            qvec = self.embed_query(q) if mode in ("hybrid", "dense") else None
+            return run_search(self.con, q, qvec, mode=mode, top_k=k, depth=depth or self.settings.depth)
+        out = self.search_outcome(query, top_k=k, judge=judge, learn=learn)
+        return [
+            SearchResult(
+                rank=c.final_rank, id=c.id,
+                score=c.judge_score if out.judge else c.adjusted,
+                content=c.content, text=c.text, source=c.source, heading=c.heading,
+                created_at=c.created_at, session_id=c.session_id, tier=c.tier,
+                bm25_rank=c.bm25_rank, bm25_score=c.bm25_score,
+                dense_rank=c.dense_rank, dense_score=c.dense_score,
+                judge=out.judge, judge_score=c.judge_score, fused=c.fused,
+                suppression=c.suppression, pool_rank=c.pool_rank,
+            )
+            for c in out.results
+        ]
 
     def status(self) -> dict:
         """Counts and facts about this store, for ``lethe status``."""
@@ -285,6 +369,9 @@ class MemoryStore:
             model = {"name": src.name, "origin": src.origin, "path": str(src.onnx_path)}
         except ModelMissing as exc:
             model = {"missing": str(exc)}
+        rr = self._reranker_source()
+        reranker = {"name": rr.name, "origin": rr.origin, "path": str(rr.onnx_path)} if rr else None
+        judge = self.judge()
         return {
             "root": str(self.root),
             "database": str(self.db_path),
@@ -297,5 +384,7 @@ class MemoryStore:
             "embed_model": meta.get("embed_model"),
             "search_step": int(meta.get("search_step", 0)),
             "embedder": model,
-            "reranker": None,
+            "reranker": reranker,
+            "judge": judge.name if judge else None,
+            "token_vectors": con.execute("SELECT count(*) FROM token_vectors").fetchone()[0],
         }

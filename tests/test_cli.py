@@ -35,10 +35,13 @@ def test_init_add_index_search_status(tmp_path, cli_env):
     assert len(hits) == 2
     assert {"id", "content", "score", "source"} <= hits[0].keys()
     assert hits[0]["id"] == added["id"] and "5433" in hits[0]["content"]
-    assert hits[0]["source"].startswith(".lethe/memory/") and hits[0]["reranked"] is False
+    assert hits[0]["source"].startswith(".lethe/memory/")
+    assert hits[0]["reranked"] is True and hits[0]["judge"] == "late-interaction"  # no cross-encoder here
 
     text = run([*r, "search", "flaky timezone test", "-k", "1"], cli_env).stdout
-    assert "2026-10-30.md" in text and "not reranked" in text
+    assert "2026-10-30.md" in text and "no cross-encoder installed" in text
+    plain = run([*r, "search", "flaky timezone test", "-k", "1", "--judge", "none"], cli_env).stdout
+    assert "not reranked" in plain
 
     st = json.loads(run([*r, "status", "--json"], cli_env).stdout)
     assert st["entries"] == 3 and st["indexed_files"] == 2 and st["embedder"]["name"] == "all-MiniLM-L6-v2"

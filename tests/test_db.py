@@ -15,9 +15,14 @@ from lethe_sql.errors import DatabaseCorrupt, DatabaseLocked, MigrationError
 from lethe_sql.resources import resource_dir
 
 # The public SQL surface. Changing it is a decision: update README.md with it.
-SURFACE_MACROS = {"lethe_tokens", "lethe_bm25", "lethe_dense", "lethe_hybrid"}
-SURFACE_VIEWS = {"lethe_memories"}
-TABLES = {"meta", "entries", "entry_sources", "source_files", "schema_migrations"}
+SURFACE_MACROS = {
+    "lethe_tokens", "lethe_bm25", "lethe_dense", "lethe_hybrid",   # first stage
+    "lethe_maxsim",                                               # late-interaction judge
+    "lethe_cue", "lethe_suppression_at", "lethe_candidates",      # RIF
+}
+SURFACE_VIEWS = {"lethe_memories", "lethe_suppression", "lethe_lifecycle"}
+TABLES = {"meta", "entries", "entry_sources", "source_files", "schema_migrations", "token_vectors", "token_df",
+          "query_log", "rif_centroids", "rif_suppression", "absorbed"}
 
 
 def test_connect_creates_schema_and_loads_fts_offline(tmp_path):

@@ -58,7 +58,7 @@ def test_hybrid_is_rrf_of_bm25_and_dense(project):
     b = {h.id: h.rank for h in project.search(q, mode="bm25", top_k=30)}
     d = {h.id: h.rank for h in project.search(q, mode="dense", top_k=30)}
     expected = {i: (1 / (60 + b[i]) if i in b else 0) + (1 / (60 + d[i]) if i in d else 0) for i in set(b) | set(d)}
-    got = {h.id: h.score for h in project.search(q, top_k=30)}
+    got = {h.id: h.score for h in project.search(q, top_k=30, mode="hybrid")}
     assert got.keys() == expected.keys()
     for i in got:
         assert got[i] == pytest.approx(expected[i])

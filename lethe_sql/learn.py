@@ -1,0 +1,235 @@
+"""The learning update after a judged search, in one transaction.
+
+Rules (issue 4; all constants are ``Settings`` fields):
+
+* losers (pool entries that did not make the final top-k):
+  ``strength = max(0, judge_rank - pool_rank) / pool_size * sigmoid(-logit)``,
+  ``s = min(s_decayed + rate * strength, max_s)``;
+* winners: ``s = max(0, s_decayed - reinforce)``; ``affinity = 0.8 a + 0.2 sigmoid(logit)``,
+  one more retrieval, tiers naive -> gc (3 retrievals) -> memory (affinity >= 0.65 and
+  5 retrievals);
+* any entry with affinity < 0.15 idle for more than 1000 steps becomes apoptotic;
+* the query embedding is logged with its cue; k-means over the log is refit when it
+  holds at least 10 x n_clusters queries and has grown by ``refit_growth`` since the
+  last fit. Suppression learned under old clusters moves to the nearest new centroid
+  (the global cue of the time before the first fit, to every new cluster).
+
+``s_decayed = s * exp(-lambda * (step - last_step))``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .vectors import vec_literal
+
+APOPTOSIS_AFFINITY = 0.15
+APOPTOSIS_IDLE = 1000
+
+
+def current_step(con) -> int:
+    row = con.execute("SELECT value FROM meta WHERE key = 'search_step'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def cue_of(con, vec) -> int:
+    return int(con.execute("SELECT lethe_cue(?)", [vec_literal(vec)]).fetchone()[0])
+
+
+def update(
+    con,
+    *,
+    step: int,
+    cue: int,
+    query: str,
+    qvec,
+    judge: str | None,
+    outcome: Sequence[tuple[str, int, int, float, bool]],
+    settings,
+    rif: bool,
+) -> None:
+    """Record one search. ``outcome`` rows: (id, pool_rank, judge_rank, logit, winner)
+    over the shallow pool; empty when no judge ran (then only the log and step move)."""
+    import pyarrow as pa
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            "INSERT INTO query_log (step, query, embedding, cluster, judge) VALUES (?, ?, CAST(? AS FLOAT[384]), ?, ?)",
+            [step, query, vec_literal(qvec), cue, judge],
+        )
+        con.execute("UPDATE meta SET value = ? WHERE key = 'search_step'", [str(step)])
+        if outcome:
+            con.register(
+                "_lethe_outcome",
+                pa.table(
+                    {
+                        "id": [o[0] for o in outcome],
+                        "pool_rank": pa.array([o[1] for o in outcome], pa.int64()),
+                        "judge_rank": pa.array([o[2] for o in outcome], pa.int64()),
+                        "logit": pa.array([o[3] for o in outcome], pa.float64()),
+                        "winner": pa.array([o[4] for o in outcome], pa.bool_()),
+                    }
+                ),
+            )
+            n = len(outcome)
+            p = dict(step=step, cue=cue, lam=settings.rif_lambda)
+            if rif:
+                con.execute(
+                    """INSERT INTO rif_suppression AS r (cluster, id, s, last_step)
+                       SELECT $cue, id, least($rate * strength, $max_s), $step FROM (
+                           SELECT id, greatest(0, judge_rank - pool_rank) / $n * (1 / (1 + exp(logit))) AS strength
+                           FROM _lethe_outcome WHERE NOT winner)
+                       WHERE strength > 0
+                       ON CONFLICT (cluster, id) DO UPDATE SET
+                           s = least(r.s * exp(-$lam * ($step - r.last_step)) + excluded.s, $max_s),
+                           last_step = $step""",
+                    dict(p, rate=settings.rif_rate, max_s=settings.rif_max, n=float(n)),
+                )
+                con.execute(
+                    """UPDATE rif_suppression SET
+                           s = greatest(0, s * exp(-$lam * ($step - last_step)) - $reinforce),
+                           last_step = $step
+                       WHERE cluster = $cue AND id IN (SELECT id FROM _lethe_outcome WHERE winner)""",
+                    dict(p, reinforce=settings.rif_reinforce),
+                )
+                con.execute("DELETE FROM rif_suppression WHERE s <= 1e-9")
+            if settings.lifecycle:
+                con.execute(
+                    """UPDATE entries SET
+                           affinity = 0.8 * affinity + 0.2 * (1 / (1 + exp(-o.logit))),
+                           retrieval_count = retrieval_count + 1,
+                           last_retrieval_step = $step
+                       FROM _lethe_outcome AS o
+                       WHERE entries.id = o.id AND o.winner""",
+                    {"step": step},
+                )
+                con.execute(
+                    """UPDATE entries SET tier = CASE
+                           WHEN tier IN ('naive', 'gc') AND affinity >= 0.65 AND retrieval_count >= 5 THEN 'memory'
+                           WHEN tier = 'naive' AND retrieval_count >= 3 THEN 'gc'
+                           ELSE tier END
+                       WHERE id IN (SELECT id FROM _lethe_outcome WHERE winner)"""
+                )
+            con.unregister("_lethe_outcome")
+        if settings.lifecycle:
+            con.execute(
+                """UPDATE entries SET tier = 'apoptotic'
+                   WHERE tier <> 'apoptotic' AND affinity < $a
+                     AND $step - coalesce(last_retrieval_step, 0) > $idle""",
+                {"a": APOPTOSIS_AFFINITY, "step": step, "idle": APOPTOSIS_IDLE},
+            )
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def kmeans(x: np.ndarray, k: int, seed: int = 0, iters: int = 25) -> tuple[np.ndarray, np.ndarray]:
+    """Spherical k-means (k-means++ seeding) on L2-normalised rows: (centroids, labels)."""
+    rng = np.random.default_rng(seed)
+    n = len(x)
+    k = min(k, n)
+    centers = [x[rng.integers(n)]]
+    d2 = np.full(n, np.inf)
+    for _ in range(1, k):
+        d2 = np.minimum(d2, 2 - 2 * x @ centers[-1])
+        p = np.clip(d2, 0, None)
+        centers.append(x[rng.choice(n, p=p / p.sum())] if p.sum() > 0 else x[rng.integers(n)])
+    c = np.stack(centers)
+    labels = np.zeros(n, dtype=np.int64)
+    for _ in range(iters):
+        new = np.argmax(x @ c.T, axis=1)
+        if _ and np.array_equal(new, labels):
+            break
+        labels = new
+        for j in range(k):
+            members = x[labels == j]
+            if len(members):
+                m = members.sum(axis=0)
+                c[j] = m / max(np.linalg.norm(m), 1e-12)
+    return c.astype(np.float32), labels
+
+
+def maybe_refit(con, settings, step: int, seed: int = 0) -> bool:
+    """Refit the query clusters when the policy says so; returns whether it did."""
+    n = con.execute("SELECT count(*) FROM query_log").fetchone()[0]
+    last = int(con.execute("SELECT value FROM meta WHERE key = 'rif_fit_queries'").fetchone()[0])
+    if n < 10 * settings.n_clusters or (last and n < settings.refit_growth * last):
+        return False
+    refit(con, settings.n_clusters, step, seed)
+    return True
+
+
+def refit(con, n_clusters: int, step: int, seed: int = 0) -> None:
+    import pyarrow as pa
+
+    tbl = con.execute("SELECT embedding FROM query_log ORDER BY step").arrow()
+    if hasattr(tbl, "read_all"):
+        tbl = tbl.read_all()
+    x = np.asarray(tbl.column("embedding").combine_chunks().values, dtype=np.float32).reshape(tbl.num_rows, -1)
+    centers, labels = kmeans(x, n_clusters, seed=seed)
+    sizes = np.bincount(labels, minlength=len(centers))
+    old = con.execute("SELECT cluster, centroid FROM rif_centroids ORDER BY cluster").fetchall()
+    new_ids = np.arange(1, len(centers) + 1)
+    # Old cluster -> nearest new cluster; the global cue 0 -> every new cluster.
+    mapping: list[tuple[int, int]] = [(0, int(j)) for j in new_ids]
+    for c, vec in old:
+        j = int(np.argmax(centers @ np.asarray(vec, dtype=np.float32))) + 1
+        mapping.append((int(c), j))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.register("_lethe_map", pa.table({"old": [m[0] for m in mapping], "new": [m[1] for m in mapping]}))
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE _lethe_moved AS
+               SELECT m.new AS cluster, r.id, max(r.s) AS s, max(r.last_step) AS last_step
+               FROM rif_suppression AS r JOIN _lethe_map AS m ON m.old = r.cluster
+               GROUP BY m.new, r.id"""
+        )
+        con.execute("DELETE FROM rif_suppression")
+        con.execute("INSERT INTO rif_suppression SELECT cluster, id, s, last_step FROM _lethe_moved")
+        con.execute("DROP TABLE _lethe_moved")
+        con.unregister("_lethe_map")
+        con.execute("DELETE FROM rif_centroids")
+        con.register(
+            "_lethe_centroids",
+            pa.table(
+                {
+                    "cluster": pa.array(new_ids, pa.int32()),
+                    "centroid": pa.FixedSizeListArray.from_arrays(pa.array(centers.reshape(-1)), centers.shape[1]),
+                    "size": pa.array(sizes.astype(np.int32)),
+                }
+            ),
+        )
+        con.execute("INSERT INTO rif_centroids SELECT cluster, centroid, size, ? FROM _lethe_centroids", [step])
+        con.unregister("_lethe_centroids")
+        con.execute("UPDATE meta SET value = ? WHERE key = 'rif_fit_queries'", [str(len(x))])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def reset(con) -> dict:
+    """Forget everything learned: suppression, clusters, query log, lifecycle state."""
+    counts = {
+        "suppression": con.execute("SELECT count(*) FROM rif_suppression").fetchone()[0],
+        "centroids": con.execute("SELECT count(*) FROM rif_centroids").fetchone()[0],
+        "queries": con.execute("SELECT count(*) FROM query_log").fetchone()[0],
+    }
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM rif_suppression")
+        con.execute("DELETE FROM rif_centroids")
+        con.execute("DELETE FROM query_log")
+        con.execute("UPDATE meta SET value = '0' WHERE key IN ('search_step', 'rif_fit_queries')")
+        con.execute(
+            "UPDATE entries SET tier = 'naive', affinity = 0.5, retrieval_count = 0, last_retrieval_step = NULL"
+        )
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return counts

@@ -1,0 +1,157 @@
+"""One search, end to end: first stage in SQL, the judge, adaptive depth, learning.
+
+    query -> embed once (sentence vector + token vectors, one forward pass)
+          -> cue: nearest query-cluster centroid (0 before the first k-means fit)
+          -> lethe_candidates(): BM25 + dense, RRF, minus alpha * suppression  (SQL)
+          -> judge the top k_shallow; only if the best score is below the
+             threshold, widen to k_deep and judge only the new candidates
+          -> final order by judge score -> top_k
+          -> learning update (when the search may learn)
+
+``explain`` is not a second implementation: it is the trace this function keeps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .judges import QueryEncoding, sigmoid
+from .learn import cue_of, current_step, maybe_refit, update
+from .settings import Settings
+
+CANDIDATES_SQL = """SELECT c.*, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier
+FROM lethe_candidates($q, $qvec, $k, depth := $depth, cue := $cue, step := $step,
+                      alpha := $alpha, decay := $decay) AS c
+JOIN entries AS e USING (id)
+ORDER BY c.pool_rank"""
+
+
+@dataclass
+class Candidate:
+    id: str
+    pool_rank: int
+    fused: float
+    suppression: float
+    adjusted: float
+    bm25_rank: int | None
+    bm25_score: float | None
+    dense_rank: int | None
+    dense_score: float | None
+    content: str
+    text: str
+    source: str | None
+    heading: str | None
+    created_at: object
+    session_id: str | None
+    tier: str
+    judge_score: float | None = None
+    judge_rank: int | None = None
+    final_rank: int | None = None
+    deep: bool = False
+
+
+@dataclass
+class Outcome:
+    results: list[Candidate]
+    pool: list[Candidate]
+    judge: str | None
+    cue: int
+    step: int
+    deep: bool
+    learned: bool
+    rif: bool
+    timings_ms: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int, s: Settings) -> list[Candidate]:
+    cur = con.execute(
+        CANDIDATES_SQL,
+        dict(q=enc.text, qvec=enc.vec_text, k=int(k), depth=int(depth), cue=int(cue), step=int(step),
+             alpha=float(s.rif_alpha) if s.rif else 0.0, decay=float(s.rif_lambda)),
+    )
+    names = [d[0] for d in cur.description]
+    out = []
+    for row in cur.fetchall():
+        r = dict(zip(names, row))
+        out.append(
+            Candidate(
+                id=r["id"], pool_rank=int(r["pool_rank"]), fused=float(r["fused"]),
+                suppression=float(r["suppression"]), adjusted=float(r["adjusted"]),
+                bm25_rank=r["bm25_rank"], bm25_score=r["bm25_score"],
+                dense_rank=r["dense_rank"], dense_score=r["dense_score"],
+                content=r["content"], text=r["text"], source=r["source"], heading=r["heading"],
+                created_at=r["created_at"], session_id=r["session_id"], tier=r["tier"],
+            )
+        )
+    return out
+
+
+def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool = True) -> Outcome:
+    """Search with ``judge`` (None: first stage only). ``learn`` False changes nothing."""
+    t0 = time.perf_counter()
+    timings: dict = {}
+    notes: list[str] = []
+    rif = bool(settings.rif and judge is not None)
+    if settings.rif and judge is None:
+        notes.append("RIF off: no judge to learn from")
+    step = current_step(con) + 1
+    cue = cue_of(con, enc.vec) if rif else 0
+    top_k = settings.top_k
+    shallow_k = max(settings.k_shallow, top_k) if judge else top_k
+    pool = _candidates(con, enc, shallow_k, settings.depth, cue, step, settings)
+    timings["first_stage"] = (time.perf_counter() - t0) * 1000
+    deep = False
+    shallow = list(pool)
+    if judge is not None and pool:
+        t1 = time.perf_counter()
+        scores = judge.score(con, enc, [c.id for c in pool])
+        threshold = settings.rerank_threshold
+        if threshold is None:
+            threshold = judge.default_threshold
+        if settings.k_deep > shallow_k and max(scores.values()) < threshold:
+            deep = True
+            wide = _candidates(con, enc, settings.k_deep, max(settings.depth, settings.k_deep), cue, step, settings)
+            known = {c.id for c in pool}
+            fresh = [c for c in wide if c.id not in known]
+            for c in fresh:
+                c.deep = True
+            scores.update(judge.score(con, enc, [c.id for c in fresh]))
+            pool = wide
+        for c in pool:
+            c.judge_score = scores.get(c.id)
+        ordered = sorted(pool, key=lambda c: (-(c.judge_score if c.judge_score is not None else float("-inf")), c.pool_rank))
+        for r, c in enumerate(ordered, 1):
+            c.judge_rank = r
+        timings["judge"] = (time.perf_counter() - t1) * 1000
+    else:
+        ordered = pool
+    results = ordered[:top_k]
+    for r, c in enumerate(results, 1):
+        c.final_rank = r
+
+    learned = False
+    if learn:
+        t2 = time.perf_counter()
+        outcome = []
+        if judge is not None and shallow:
+            import numpy as np
+
+            winners = {c.id for c in results}
+            logits = judge.logits(np.array([c.judge_score for c in ordered], dtype=np.float64))
+            logit_of = {c.id: float(l) for c, l in zip(ordered, logits)}
+            outcome = [(c.id, c.pool_rank, c.judge_rank, logit_of[c.id], c.id in winners) for c in shallow]
+        update(con, step=step, cue=cue, query=enc.text, qvec=enc.vec,
+               judge=judge.name if judge else None, outcome=outcome, settings=settings, rif=rif)
+        if rif:
+            maybe_refit(con, settings, step)
+        learned = True
+        timings["learn"] = (time.perf_counter() - t2) * 1000
+    timings["total"] = (time.perf_counter() - t0) * 1000
+    return Outcome(results, pool, judge.name if judge else None, cue, step, deep, learned, rif, timings, notes)
+
+
+def affinity_after(a: float, logit: float) -> float:
+    """The lifecycle's affinity rule, for documentation and tests."""
+    return 0.8 * a + 0.2 * sigmoid(logit)

@@ -1,0 +1,69 @@
+"""Search and learning settings, with their defaults.
+
+Every field can be set in ``.lethe/config.toml`` (``[search]``/``[rif]`` tables or
+flat keys) and overridden by ``LETHE_<FIELD>`` environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    top_k: int = 10
+    depth: int = 30                 # each first-stage list (BM25, dense) contributes this many
+    k_shallow: int = 30             # pool the judge scores first
+    k_deep: int = 100               # pool when the best shallow score is below the threshold
+    judge: str = "auto"             # auto | cross-encoder | late-interaction | none
+    rerank_threshold: float | None = None  # None: the judge's own default
+    rif: bool = True
+    n_clusters: int = 30
+    rif_rate: float = 0.1
+    rif_reinforce: float = 0.05
+    rif_max: float = 1.0
+    rif_lambda: float = 0.005
+    rif_alpha: float = 0.3
+    refit_growth: float = 1.5       # refit k-means when the log grew by this factor since the last fit
+    lifecycle: bool = True
+
+    def with_(self, **kw) -> "Settings":
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+def _coerce(kind, value):
+    if kind in (bool, "bool"):
+        if isinstance(value, bool):
+            return value
+        return str(value).strip().lower() in ("1", "true", "yes", "on")
+    if kind in (int, "int"):
+        return int(value)
+    if kind in (float, "float", "float | None"):
+        return None if value in (None, "", "none", "None") else float(value)
+    return str(value)
+
+
+def load_settings(root: Path | None = None, env: dict | None = None) -> Settings:
+    """Defaults <- .lethe/config.toml <- LETHE_* environment variables."""
+    values: dict = {}
+    if root is not None:
+        cfg = Path(root) / ".lethe" / "config.toml"
+        if cfg.is_file():
+            import tomllib
+
+            with open(cfg, "rb") as fh:
+                data = tomllib.load(fh)
+            for k, v in data.items():
+                if isinstance(v, dict):
+                    values.update(v)
+                else:
+                    values[k] = v
+    env = os.environ if env is None else env
+    out = {}
+    for f in fields(Settings):
+        raw = env.get(f"LETHE_{f.name.upper()}", values.get(f.name))
+        if raw is not None:
+            out[f.name] = _coerce(f.type if not isinstance(f.type, str) else f.type, raw)
+    return Settings(**out)

@@ -1,0 +1,213 @@
+"""Reranked search and what it learns: RIF, adaptive depth, lifecycle, persistence."""
+
+import json
+import math
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import BIN
+from lethe_sql.judges import encode_query
+from lethe_sql.learn import kmeans, refit
+from lethe_sql.pipeline import run
+from lethe_sql.settings import Settings
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
+
+
+class FixedJudge:
+    """A judge with known scores (by entry text), recording what it was asked to score."""
+
+    name = "fixed"
+    default_threshold = 0.0
+
+    def __init__(self, scores):
+        self.scores = scores
+        self.calls = []
+
+    def score(self, con, enc, ids):
+        self.calls.append(list(ids))
+        texts = dict(con.execute("SELECT id, text FROM entries").fetchall())
+        return {i: float(self.scores.get(texts[i], -5.0)) for i in ids}
+
+    def logits(self, scores):
+        return np.asarray(scores, dtype=np.float64)
+
+
+@pytest.fixture()
+def store(project):
+    for w in WORDS:
+        project.add(f"note about {w} and the shared topic")
+    return project
+
+
+def sup(con, cluster=0):
+    return dict(con.execute("SELECT id, s FROM rif_suppression WHERE cluster = ?", [cluster]).fetchall())
+
+
+def id_of(con, word):
+    return con.execute("SELECT id FROM entries WHERE text LIKE ?", [f"%{word}%"]).fetchone()[0]
+
+
+def test_loser_and_winner_updates_follow_the_rules(store):
+    con = store.con
+    s = Settings(top_k=2, k_shallow=6, k_deep=6, depth=6)
+    enc = encode_query(store.embedder, "shared topic")
+    first = run(con, enc, s, None, learn=False)
+    pool_ids = [c.id for c in first.pool[:6]]  # first stage order (no suppression yet)
+    texts = dict(con.execute("SELECT id, text FROM entries").fetchall())
+    # The judge reverses the pool: the last pool entry wins.
+    judge = FixedJudge({texts[i]: float(6 - r) for r, i in enumerate(reversed(pool_ids))})
+    out = run(con, enc, s, judge, learn=True)
+    assert [c.id for c in out.results] == pool_ids[::-1][:2]
+    got = sup(con)
+    n = 6
+    for c in out.pool:
+        if c.final_rank:  # winners: nothing to reinforce from zero
+            assert c.id not in got
+            continue
+        strength = max(0, c.judge_rank - c.pool_rank) / n / (1 + math.exp(c.judge_score))
+        if strength > 0:
+            assert got[c.id] == pytest.approx(min(0.1 * strength, 1.0))
+        else:
+            assert c.id not in got
+    assert con.execute("SELECT step, cluster, judge FROM query_log").fetchall() == [(1, 0, "fixed")]
+    winners = con.execute("SELECT affinity, retrieval_count, last_retrieval_step FROM entries WHERE id = ?",
+                          [out.results[0].id]).fetchone()
+    assert winners == (pytest.approx(0.8 * 0.5 + 0.2 / (1 + math.exp(-out.results[0].judge_score))), 1, 1)
+
+
+def test_suppression_decays_lazily_and_winners_are_reinforced(store):
+    con = store.con
+    a = id_of(con, "alpha")
+    con.execute("INSERT INTO rif_suppression VALUES (0, ?, 0.5, 10)", [a])
+    con.execute("UPDATE meta SET value = '110' WHERE key = 'search_step'")
+    (s_now,) = con.execute("SELECT s FROM lethe_suppression_at(0, 110) WHERE id = ?", [a]).fetchone()
+    assert s_now == pytest.approx(0.5 * math.exp(-0.005 * 100))
+    s = Settings(top_k=1, k_shallow=12, k_deep=12, depth=12)
+    judge = FixedJudge({"note about alpha and the shared topic": 9.0})
+    out = run(con, encode_query(store.embedder, "alpha"), s, judge, learn=True)
+    assert out.results[0].id == a
+    assert out.results[0].suppression == pytest.approx(0.5 * math.exp(-0.005 * 101))
+    assert sup(con)[a] == pytest.approx(max(0, 0.5 * math.exp(-0.005 * 101) - 0.05))
+
+
+def test_suppression_penalises_the_fused_score_for_its_cluster_only(store):
+    con = store.con
+    enc = encode_query(store.embedder, "note about golf")
+    s = Settings(top_k=3, k_shallow=12, depth=12, k_deep=12)
+    base = run(con, enc, s, None, learn=False)
+    top = base.results[0].id
+    con.execute("INSERT INTO rif_suppression VALUES (7, ?, 1.0, 0)", [top])  # another cluster
+    assert run(con, enc, s, FixedJudge({}), learn=False).pool[0].id == top
+    con.execute("INSERT INTO rif_suppression VALUES (0, ?, 1.0, 0)", [top])
+    pool = run(con, enc, s, FixedJudge({}), learn=False).pool
+    moved = next(c for c in pool if c.id == top)
+    assert moved.pool_rank > 1
+    assert moved.adjusted == pytest.approx(moved.fused - 0.3 * 1.0 * math.exp(-0.005 * 1))
+
+
+def test_adaptive_depth_judges_only_new_candidates(store):
+    con = store.con
+    enc = encode_query(store.embedder, "shared topic note")
+    s = Settings(top_k=3, k_shallow=4, k_deep=10, depth=4)
+    high = FixedJudge({})  # every score -5 < threshold 0: go deep
+    out = run(con, enc, s, high, learn=False)
+    assert out.deep and len(high.calls) == 2
+    assert len(high.calls[0]) == 4 and not set(high.calls[0]) & set(high.calls[1])
+    assert len(out.pool) == 10
+    texts = dict(con.execute("SELECT id, text FROM entries").fetchall())
+    good = FixedJudge({texts[i]: 1.0 for i in high.calls[0]})
+    out = run(con, enc, s, good, learn=False)
+    assert not out.deep and len(good.calls) == 1
+
+
+def test_lifecycle_tiers_and_apoptosis(store):
+    con = store.con
+    a = id_of(con, "alpha")
+    s = Settings(top_k=1, k_shallow=3, depth=3, k_deep=3)
+    judge = FixedJudge({"note about alpha and the shared topic": 6.0})
+    enc = encode_query(store.embedder, "alpha")
+    tiers = []
+    for _ in range(5):
+        run(con, enc, s, judge, learn=True)
+        tiers.append(con.execute("SELECT tier FROM entries WHERE id = ?", [a]).fetchone()[0])
+    assert tiers == ["naive", "naive", "gc", "gc", "memory"]
+    b = id_of(con, "bravo")
+    con.execute("UPDATE entries SET affinity = 0.1, last_retrieval_step = 1 WHERE id = ?", [b])
+    con.execute("UPDATE meta SET value = '2000' WHERE key = 'search_step'")
+    run(con, enc, s, judge, learn=True)
+    assert con.execute("SELECT tier FROM entries WHERE id = ?", [b]).fetchone()[0] == "apoptotic"
+    hits = store.search("note about bravo", top_k=12, judge="none", learn=False)
+    assert b not in [h.id for h in hits]
+    assert (store.memory_dir / next(store.memory_dir.glob("*.md")).name).read_text().count("bravo") == 1
+
+
+def test_read_only_and_learn_false_change_nothing(store):
+    con = store.con
+
+    def snapshot():
+        return (
+            con.execute("SELECT count(*), sum(s) FROM rif_suppression").fetchone(),
+            con.execute("SELECT count(*) FROM query_log").fetchone(),
+            con.execute("SELECT sum(retrieval_count), sum(affinity) FROM entries").fetchone(),
+            con.execute("SELECT value FROM meta WHERE key = 'search_step'").fetchone(),
+        )
+
+    store.search("shared topic")
+    before = snapshot()
+    store.search("shared topic", learn=False)
+    assert snapshot() == before
+
+
+def test_kmeans_separates_obvious_clusters():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(1, 8)) + 0.05 * rng.normal(size=(20, 8))
+    b = -a[0] + 0.05 * rng.normal(size=(20, 8))
+    x = np.vstack([a, b])
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    _, labels = kmeans(x, 2, seed=1)
+    assert len(set(labels[:20])) == 1 and len(set(labels[20:])) == 1 and labels[0] != labels[20]
+
+
+def test_refit_moves_suppression_to_new_clusters(store):
+    con = store.con
+    s = Settings(n_clusters=2)
+    for w in WORDS[:4] * 5:
+        run(con, encode_query(store.embedder, f"question about {w}"), s, FixedJudge({}), learn=True)
+    n_log = con.execute("SELECT count(*) FROM query_log").fetchone()[0]
+    assert n_log == 20
+    assert con.execute("SELECT count(*) FROM rif_centroids").fetchone()[0] == 2  # fitted at 10 x 2 queries
+    assert set(r[0] for r in con.execute("SELECT DISTINCT cluster FROM rif_suppression").fetchall()) <= {1, 2}
+    a = id_of(con, "alpha")
+    con.execute("DELETE FROM rif_suppression")
+    con.execute("INSERT INTO rif_suppression VALUES (1, ?, 0.4, 20)", [a])
+    refit(con, 2, 21, seed=3)
+    moved = con.execute("SELECT cluster, s FROM rif_suppression WHERE id = ?", [a]).fetchall()
+    assert len(moved) == 1 and moved[0][1] == pytest.approx(0.4)
+
+
+def test_rif_state_survives_separate_processes_and_explain_matches_search(tmp_path, cli_env):
+    lethe = str(BIN / "lethe")
+    r = ["--root", str(tmp_path)]
+
+    def sh(*args):
+        p = subprocess.run([lethe, *r, *args], env=cli_env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    for w in WORDS[:8]:
+        sh("add", f"memo on {w}: the deploy pipeline and its shared settings")
+    sh("search", "deploy pipeline settings", "--json")
+    sh("search", "deploy pipeline settings", "--json")
+    st = json.loads(sh("rif", "status", "--json"))
+    assert st["search_step"] == 2 and st["logged_queries"] == 2
+    hits = json.loads(sh("search", "shared settings", "--json", "--read-only"))
+    assert hits[0]["reranked"] is True and hits[0]["judge"] == "late-interaction"
+    ex = json.loads(sh("explain", "shared settings", "--json"))
+    assert [h["id"] for h in hits] == [x["id"] for x in ex["results"]]
+    assert json.loads(sh("rif", "status", "--json"))["search_step"] == 2  # read-only and explain learn nothing
+    sh("rif", "reset")
+    st = json.loads(sh("rif", "status", "--json"))
+    assert (st["search_step"], st["logged_queries"], st["suppressed_pairs"]) == (0, 0, 0)
