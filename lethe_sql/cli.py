@@ -15,10 +15,15 @@ import typer
 from . import __version__
 from .errors import LetheError, UsageError
 
-ENV_HELP = """Environment: LETHE_EMBED_MODEL (dir or .onnx of the bi-encoder), LETHE_EMBED_TOKENIZER,
-LETHE_CACHE (model cache, default ~/.cache/lethe-sql), LETHE_LOCK_TIMEOUT (seconds to wait for a
-locked database, default 10), LETHE_MAX_FILE_BYTES (largest memory file indexed, default 16 MiB),
-LETHE_THREADS (onnxruntime threads)."""
+ENV_HELP = (
+    'Environment: LETHE_EMBED_MODEL (dir or .onnx of the bi-encoder), LETHE_EMBED_TOKENIZER, '
+    'LETHE_RERANK_MODEL (dir or .onnx of a cross-encoder), LETHE_HF_ENDPOINT (where `lethe models pull` '
+    'downloads from), LETHE_CACHE (model cache, default ~/.cache/lethe-sql), LETHE_LOCK_TIMEOUT (seconds to '
+    'wait for a locked database, default 10), LETHE_MAX_FILE_BYTES (largest memory file indexed, default '
+    '16 MiB), LETHE_THREADS (onnxruntime threads). Every search setting (top_k, depth, k_shallow, k_deep, '
+    'judge, rerank_threshold, rif, n_clusters, rif_rate, rif_reinforce, rif_max, rif_lambda, rif_alpha, ...) '
+    'can be set in .lethe/config.toml or as LETHE_<NAME>, e.g. LETHE_JUDGE=none. '
+).strip()
 
 app = typer.Typer(
     name="lethe",
