@@ -1,0 +1,195 @@
+"""``lethe bench``: the command (registered on the ``lethe`` app in ``lethe_sql/cli.py``).
+
+Heavy imports happen inside the command, so ``lethe --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic")
+DEFAULT_CONFIGS = ("bm25", "dense", "hybrid")
+DEFAULT_PROTOCOL = {"locomo": "turn-global", "longmemeval": "turn-global", "nfcorpus": "beir", "beir": "beir",
+                    "synthetic": "latency"}
+
+
+def _canonical_command(dataset, path, configs, opts: dict) -> str:
+    parts = ["lethe", "bench", dataset, str(path)]
+    for c in configs:
+        parts += ["--config", c]
+    for flag, value in opts.items():
+        if value is None or value is False:
+            continue
+        parts += [flag] if value is True else [flag, str(value)]
+    return shlex.join(parts)
+
+
+def _load(dataset: str, path: Path, protocol: str, limit_conversations, limit_questions):
+    if dataset == "locomo":
+        from .locomo import load
+
+        return load(path, protocol, limit_conversations=limit_conversations)
+    if dataset == "longmemeval":
+        from .longmemeval import load
+
+        return load(path, protocol, limit_questions=limit_questions)
+    from .beir import load
+
+    return load(path, protocol, name="nfcorpus" if dataset == "nfcorpus" else None)
+
+
+def _summary(r: dict) -> str:
+    lines = [f"{r['dataset']} / {r['protocol']}: {r['n_queries']} queries, baseline {r.get('baseline')}"]
+    if r["protocol"] == "latency":
+        for size, s in r["sizes"].items():
+            lines.append(
+                f"  {int(size):>8,} entries: ingest {s['index_seconds']} s ({s['index_items_per_s']} items/s"
+                + (f", bare model {s['model_items_per_s']} items/s, ratio {s['throughput_ratio']}" if s.get("throughput_ratio") else "")
+                + f"), store.add median {s['add_one']['median_ms']} ms"
+                + (f", cold add {s['cold_add']['median_ms']:.0f} ms, cold search {s['cold_search']['median_ms']:.0f} ms" if s.get("cold_add") else "")
+            )
+            for c, v in s["search"].items():
+                lines.append(f"      {c:<8} p50 {v['p50_ms']} ms  p95 {v['p95_ms']} ms")
+        lines.extend(f"  target: {t}" for t in r.get("targets", []))
+        return "\n".join(lines)
+    for name, c in r["configs"].items():
+        ci = c["ci95"]["ndcg@10"]
+        extra = f"  recall_any@5 {c['recall_any@5']:.3f}" if "recall_any@5" in c else ""
+        lines.append(
+            f"  {name:<10} NDCG@10 {c['ndcg@10']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]  R@10 {c['recall@10']:.3f}  "
+            f"R@30 {c['recall@30']:.3f}  MRR {c['mrr']:.3f}{extra}  p50 {c['p50_ms']} ms  p95 {c['p95_ms']} ms"
+        )
+    for name, v in r["vs_baseline"].items():
+        lines.append(f"  {name} vs {r['baseline']}: dNDCG@10 {v['delta']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}] p={v['p']:.4f}")
+    for name, p in (r.get("pool_recall") or {}).items():
+        lines.append(f"  pool recall {name:<8} " + "  ".join(f"@{d} {x:.3f}" for d, x in p.items()))
+    if r.get("bm25_check"):
+        b = r["bm25_check"]
+        lines.append(f"  independent BM25 NDCG@10 {b['independent_ndcg@10']:.4f} vs SQL {b['sql_ndcg@10']:.4f}")
+    return "\n".join(lines)
+
+
+def bench_command(
+    dataset: str = typer.Argument(..., help="locomo, longmemeval, nfcorpus (or beir), or synthetic."),
+    path: str = typer.Argument(
+        ..., help="The data file or folder (never copied). For synthetic: corpus sizes, e.g. 10k,50k,200k."
+    ),
+    config: Optional[List[str]] = typer.Option(
+        None, "--config", "-c", help="A config to run (repeat): bm25, dense, hybrid. Default: all three."
+    ),
+    queries: Optional[int] = typer.Option(None, "--queries", min=1, help="Score a seeded sample of N queries."),
+    seed: int = typer.Option(0, "--seed", help="Seed for sampling, bootstrap and permutations."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write results.json, report.md and chart.png here."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+    protocol: Optional[str] = typer.Option(
+        None, "--protocol", help="turn-global (default) or session-local for locomo/longmemeval; beir for BEIR."
+    ),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Config the others are compared with (default hybrid)."),
+    pool_diagnostic: bool = typer.Option(
+        True, "--pool-diagnostic/--no-pool-diagnostic", help="Candidate-pool recall at 30/100/500."
+    ),
+    latency_queries: int = typer.Option(100, "--latency-queries", min=1, help="Queries timed per config (warm)."),
+    cold: bool = typer.Option(True, "--cold/--no-cold", help="Time one cold `lethe search` process (and `lethe add` for synthetic)."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="Reuse embeddings from the on-disk bench cache."),
+    bm25_check: bool = typer.Option(True, "--bm25-check/--no-bm25-check", help="Compare with an independent BM25."),
+    limit_conversations: Optional[int] = typer.Option(None, "--limit-conversations", min=1, help="LoCoMo: first N conversations only."),
+    limit_questions: Optional[int] = typer.Option(None, "--limit-questions", min=1, help="LongMemEval: first N questions only."),
+    vectors: str = typer.Option("real", "--vectors", help="synthetic: real (MiniLM) or random (seeded unit vectors, latency only)."),
+    model_throughput: bool = typer.Option(
+        False, "--model-throughput", help="synthetic: also time the bare model on the same texts (use with --no-cache)."
+    ),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where the temporary databases go (default: system temp)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+) -> None:
+    """Benchmark retrieval quality and latency on a data set, through the user code path."""
+    from lethe_sql.errors import LetheError, UsageError
+
+    try:
+        result, per_query = _run(**locals())
+    except LetheError as exc:
+        typer.echo(f"lethe: error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        typer.echo(f"lethe: error: {UsageError(str(exc))}", err=True)
+        raise typer.Exit(2) from None
+    if out is not None:
+        from .report import write
+
+        paths = write(result, out, per_query)
+        if not json_out:
+            typer.echo("wrote " + ", ".join(str(p) for p in paths.values()))
+    if json_out:
+        typer.echo(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+    else:
+        typer.echo(_summary(result))
+
+
+def _run(**kw):
+    from lethe_sql.errors import UsageError
+
+    from .configs import resolve
+    from .meta import Log
+    from .runner import Options
+
+    dataset = kw["dataset"].lower()
+    if dataset not in DATASETS:
+        raise UsageError(f"unknown data set {kw['dataset']!r}; choose one of {', '.join(DATASETS)}")
+    names = list(kw["config"] or DEFAULT_CONFIGS)
+    configs = resolve(names)
+    protocol = kw["protocol"] or DEFAULT_PROTOCOL[dataset]
+    if kw["vectors"] not in ("real", "random"):
+        raise UsageError("--vectors is real or random")
+    command = _canonical_command(
+        dataset, kw["path"], names,
+        {"--protocol": kw["protocol"], "--queries": kw["queries"], "--seed": kw["seed"], "--baseline": kw["baseline"],
+         "--no-pool-diagnostic": not kw["pool_diagnostic"], "--latency-queries": kw["latency_queries"],
+         "--no-cold": not kw["cold"], "--no-cache": not kw["cache"], "--no-bm25-check": not kw["bm25_check"],
+         "--limit-conversations": kw["limit_conversations"], "--limit-questions": kw["limit_questions"],
+         "--vectors": kw["vectors"] if dataset == "synthetic" else None,
+         "--model-throughput": kw["model_throughput"], "--json": kw["json_out"],
+         "--out": kw["out"]},
+    )
+    opts = Options(
+        configs=configs,
+        baseline=kw["baseline"],
+        n_queries=kw["queries"],
+        seed=kw["seed"],
+        pool_diagnostic=kw["pool_diagnostic"],
+        latency_queries=kw["latency_queries"],
+        cold=kw["cold"],
+        cache=kw["cache"],
+        bm25_check=kw["bm25_check"],
+        workdir=kw["workdir"],
+        command=command,
+        log=Log(not kw["quiet"]),
+    )
+    if dataset == "synthetic":
+        if protocol != "latency":
+            raise UsageError("the synthetic corpus has only the latency protocol")
+        from . import perf
+
+        result = perf.run(kw["path"], opts, vectors=kw["vectors"], model_throughput=kw["model_throughput"],
+                          n_cold=3 if kw["cold"] else 0)
+        return result, None
+    path = Path(kw["path"]).expanduser()
+    if not path.exists():
+        raise UsageError(f"no such data file or folder: {path}")
+    from .runner import run
+
+    opts.log(f"loading {dataset} ({protocol}) from {path}")
+    bench = _load(dataset, path, protocol, kw["limit_conversations"], kw["limit_questions"])
+    if kw["baseline"] and kw["baseline"] not in [c.name for c in configs]:
+        raise UsageError(f"--baseline {kw['baseline']!r} is not among the configs run ({', '.join(c.name for c in configs)})")
+    result = run(bench, opts)
+    per_query = result.pop("per_query", None)
+    return result, per_query
+
+
+if __name__ == "__main__":  # pragma: no cover
+    typer.run(bench_command)

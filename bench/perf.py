@@ -1,0 +1,216 @@
+"""Latency and index-time figures on the synthetic corpus (``lethe bench synthetic 10k,200k``).
+
+Per corpus size, in a fresh project under a temporary folder:
+
+* ingest: ``MemoryStore.put_documents`` of all turns, end to end (embedding, staging,
+  insert, FTS maintenance); items/s. With ``--model-throughput`` the bare model then
+  encodes the same texts (``Embedder.encode``) so the two rates can be compared
+  (meaningful only with real vectors and no cache: ``--vectors real --no-cache``);
+* warm search: ``MemoryStore.search(top_k=10)`` per config, real query embedding,
+  configs interleaved per query, after warm-up queries; p50/p95;
+* add one memory: ``MemoryStore.add`` (append to today's markdown file, incremental
+  index), several times, median; then, with the store closed, cold ``lethe add`` and
+  ``lethe search`` processes (interpreter start, imports, model load, open, work);
+* database size on disk and peak RSS.
+
+``--vectors random`` stores seeded random unit vectors instead of embedding the corpus
+(latency-only; the report says so). Queries and added memories are always embedded by
+the real model, so their cost is real.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from lethe_sql.markdown import Document
+
+from . import synthetic
+from .meta import Log, git_state, machine, now_iso, package_version, peak_rss_mib
+from .runner import Options, _percentiles, cold_process
+
+TARGETS = {
+    "throughput_ratio": 0.8,
+    "add_one_ms_200k": 1000,
+    "p50_ms_10k": 30,
+    "p50_ms_200k": 250,
+}
+
+
+def _embedder(vectors: str, cache: bool, cache_dir, seed: int):
+    from lethe_sql.udfs.embed import Embedder
+    from lethe_sql.udfs.models import resolve_embedder
+
+    from .embedders import CachedEmbedder, RandomVectorEmbedder
+
+    if vectors == "random":
+        model: list = []
+
+        def factory():
+            if not model:
+                model.append(Embedder())
+            return model[0]
+
+        return RandomVectorEmbedder(factory, resolve_embedder().model_id, seed=seed)
+    real = Embedder()
+    return CachedEmbedder(real, cache_dir) if cache else real
+
+
+def run_size(size: int, opts: Options, vectors: str, model_throughput: bool, n_adds: int, n_cold: int) -> dict:
+    from lethe_sql import MemoryStore
+
+    log = opts.log
+    configs = opts.configs
+    out: dict = {"entries": size}
+    items = list(synthetic.generate(size, opts.seed))
+    docs = [Document(content=i.text, created_at=i.created_at, session_id=i.session) for i in items]
+    qs = synthetic.queries(opts.latency_queries + opts.warmup, opts.seed)
+    emb = _embedder(vectors, opts.cache, opts.cache_dir, opts.seed)
+    with tempfile.TemporaryDirectory(prefix="lethe-bench-scale-", dir=opts.workdir) as tmp:
+        root = Path(tmp) / "project"
+        store = MemoryStore(root, embedder=emb)
+        try:
+            store.con  # open and migrate before the clock starts
+            if vectors != "random":
+                emb.encode(["warm up the model"])
+            log(f"{size:,}: ingesting through put_documents ({vectors} vectors)")
+            t0 = time.perf_counter()
+            store.put_documents("bench/synthetic", docs)
+            dt = time.perf_counter() - t0
+            out["index_seconds"] = round(dt, 2)
+            out["index_items_per_s"] = round(size / dt, 1)
+            if hasattr(emb, "flush"):
+                emb.flush()
+            if hasattr(emb, "hits"):
+                out["embedding_cache"] = {"hits": emb.hits, "misses": emb.misses}
+            log(f"{size:,}: ingested in {dt:.1f} s ({size / dt:.0f} items/s)")
+            if model_throughput:
+                if vectors == "random" or hasattr(emb, "hits"):
+                    out["model_items_per_s"] = None
+                    out["model_throughput_note"] = "skipped: needs --vectors real --no-cache to compare"
+                else:
+                    log(f"{size:,}: bare model on the same texts")
+                    texts = [d.content.strip() for d in docs]
+                    t0 = time.perf_counter()
+                    emb.encode(texts)
+                    bare = time.perf_counter() - t0
+                    out["model_items_per_s"] = round(size / bare, 1)
+                    out["throughput_ratio"] = round((size / dt) / (size / bare), 3)
+            if hasattr(emb, "use_model"):
+                emb.use_model()
+            cm = emb.bypass() if hasattr(emb, "bypass") else None
+            lat: dict[str, list[float]] = {c.name: [] for c in configs}
+            if cm:
+                cm.__enter__()
+            try:
+                for q in qs[: opts.warmup]:
+                    for c in configs:
+                        c.search(store, q, 10, 30)
+                for q in qs[opts.warmup :]:
+                    for c in configs:
+                        t0 = time.perf_counter()
+                        c.search(store, q, 10, 30)
+                        lat[c.name].append((time.perf_counter() - t0) * 1000)
+                rng = random.Random(opts.seed + size)
+                adds = []
+                for i in range(n_adds):
+                    text = f"Benchmark memory {i} of run {rng.randrange(10**9)}: the staging port moved to {5400 + i}."
+                    t0 = time.perf_counter()
+                    store.add(text)
+                    adds.append((time.perf_counter() - t0) * 1000)
+            finally:
+                if cm:
+                    cm.__exit__(None, None, None)
+            out["search"] = {c: _percentiles(v) | {"n": len(v)} for c, v in lat.items()}
+            out["add_one"] = {"ms": [round(a, 1) for a in adds], "median_ms": round(statistics.median(adds), 1)}
+            log(f"{size:,}: warm p50 " + ", ".join(f"{c} {out['search'][c]['p50_ms']} ms" for c in lat)
+                + f"; store.add median {out['add_one']['median_ms']} ms")
+        finally:
+            store.close()
+        out["peak_rss_mib"] = peak_rss_mib()
+        db = store.db_path
+        out["db_mib"] = round(Path(db).stat().st_size / 2**20, 1) if Path(db).exists() else None
+        if n_cold:
+            log(f"{size:,}: cold `lethe add` / `lethe search` processes x{n_cold}")
+            adds, searches = [], []
+            for i in range(n_cold):
+                a = cold_process(["--root", str(root), "add", f"Cold process memory {i}: deploys run at {7 + i} am."])
+                s = cold_process(["--root", str(root), "search", qs[-1 - i], "--json", "--read-only", "--top-k", "10"])
+                adds.append(a)
+                searches.append(s)
+            out["cold_add"] = {"runs": adds, "median_ms": round(statistics.median(a["ms"] for a in adds), 1)}
+            out["cold_search"] = {"runs": searches, "median_ms": round(statistics.median(s["ms"] for s in searches), 1),
+                                  "mode": "hybrid"}
+    return out
+
+
+def run(size_spec: str, opts: Options, *, vectors: str = "real", model_throughput: bool = False,
+        n_adds: int = 5, n_cold: int = 3) -> dict:
+    t_start = time.perf_counter()
+    sizes = synthetic.parse_sizes(size_spec)
+    results = {}
+    for size in sizes:
+        results[str(size)] = run_size(size, opts, vectors, model_throughput, n_adds, n_cold)
+    names = [c.name for c in opts.configs]
+    configs = {}
+    for c in names:
+        by_size = {s: dict(r["search"][c]) for s, r in results.items()}
+        last = by_size[str(sizes[-1])]
+        configs[c] = {"p50_ms": last["p50_ms"], "p95_ms": last["p95_ms"], "by_size": by_size}
+    result = {
+        "dataset": "synthetic",
+        "protocol": "latency",
+        "n_queries": opts.latency_queries,
+        "baseline": None,
+        "configs": configs,
+        "vs_baseline": {},
+        "vectors": "real (MiniLM)" + (", embedding cache" if opts.cache else ", no cache")
+        if vectors == "real" else "random unit vectors (seeded; latency-only)",
+        "sizes": results,
+        "command": opts.command,
+        "data": {"path": f"generated: bench/synthetic.py seed {opts.seed}", "sha256": {}},
+        "package_version": package_version(),
+        "git": git_state(),
+        "machine": machine(),
+        "seed": opts.seed,
+        "started": now_iso(),
+        "notes": [
+            "no ground truth: latency and index-time figures only",
+            f"warm search: {opts.latency_queries} queries per config after {opts.warmup} warm-up queries",
+        ],
+    }
+    result["targets"] = _targets(result)
+    result["seconds_total"] = round(time.perf_counter() - t_start, 1)
+    return result
+
+
+def _targets(r: dict) -> list[str]:
+    out = []
+    for size, s in r["sizes"].items():
+        n = int(size)
+        if s.get("throughput_ratio") is not None:
+            ok = s["throughput_ratio"] >= TARGETS["throughput_ratio"]
+            out.append(f"{n:,}: ingest end to end at {s['throughput_ratio']:.0%} of the bare model's rate "
+                       f"(target >= 80%): {'met' if ok else 'NOT met'}")
+        for c, v in s["search"].items():
+            if c in ("bm25", "dense", "hybrid") and v.get("p50_ms") is not None:
+                if n == 10_000:
+                    lim = TARGETS["p50_ms_10k"]
+                elif n == 200_000:
+                    lim = TARGETS["p50_ms_200k"]
+                else:
+                    continue
+                out.append(f"{n:,}: warm {c} p50 {v['p50_ms']} ms (target < {lim} ms): "
+                           f"{'met' if v['p50_ms'] < lim else 'NOT met'}")
+        if n == 200_000:
+            a = s["add_one"]["median_ms"]
+            out.append(f"200,000: MemoryStore.add median {a} ms (target < 1000 ms): {'met' if a < 1000 else 'NOT met'}")
+            if s.get("cold_add"):
+                c = s["cold_add"]["median_ms"]
+                out.append(f"200,000: cold `lethe add` process median {c:.0f} ms (target < 1000 ms): "
+                           f"{'met' if c < 1000 else 'NOT met'}")
+    return out
+

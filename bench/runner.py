@@ -1,0 +1,463 @@
+"""Run a quality benchmark through the user code path and score it.
+
+For each corpus of a loaded data set (``data.BenchData``):
+
+1. a fresh ``MemoryStore`` under a temporary folder (on disk for a one-corpus
+   protocol, ``:memory:`` for the many small corpora of ``session-local``);
+2. ingest with ``store.put_documents(source, [Document(...)])``, the path markdown
+   indexing takes (content-hash ids, FTS updated incrementally). A document carries the
+   item's text, a heading, its date and its session; relevance never reaches the index;
+3. every query through each config's search (``configs.py``: ``MemoryStore.search``),
+   30 results deep, scored with ``metrics.score_query``;
+4. optional diagnostics: candidate-pool recall at 30/100/500, warm latency with real
+   query embeddings, one cold ``lethe search`` process, an independent BM25.
+
+Items and entries. An entry id is the hash of its text, so items with identical text
+(two ``"Thanks!"`` turns) become one entry; and when the store merges near-duplicates on
+write (``Settings.dedup``, cosine >= 0.95), an absorbed item is held by the entry that
+absorbed it (``MemoryStore.absorbed_map``). Scoring is done over entries: an entry is
+relevant with the highest grade of the items it stands for, belongs to every session of
+those items, and the ideal ranking is built from all relevant entries. Reports give the
+number of items collapsed either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lethe_sql.markdown import Document, content_id
+
+from . import metrics as M
+from . import stats
+from .configs import Config
+from .data import BenchData, Corpus
+from .meta import Log, git_state, machine, now_iso, package_version, peak_rss_mib
+
+MAIN_METRICS = ("ndcg@10", "recall@10", "recall@30", "mrr")
+BEHAVIOUR_METRICS = ("top1_exact", "top1_sibling", "top1_wrong_family")
+RESULT_DEPTH = 30  # results fetched per query: enough for recall@30 and MRR@30
+
+
+@dataclass
+class Options:
+    configs: list[Config]
+    baseline: str | None = None
+    n_queries: int | None = None
+    seed: int = 0
+    pool_diagnostic: bool = True
+    pool_depths: tuple[int, ...] = (30, 100, 500)
+    latency_queries: int = 100
+    warmup: int = 3
+    cold: bool = True
+    cache: bool = True
+    cache_dir: Path | None = None
+    bm25_check: bool = True
+    workdir: Path | None = None
+    command: str = ""
+    log: Log = field(default_factory=lambda: Log(False))
+    embedder: object = None  # injected (tests, reuse across runs); built when None
+
+
+def make_embedder(cache: bool = True, cache_dir: Path | None = None):
+    from lethe_sql.udfs.embed import Embedder
+
+    from .embedders import CachedEmbedder
+
+    real = Embedder()
+    return CachedEmbedder(real, cache_dir) if cache else real
+
+
+@contextlib.contextmanager
+def real_queries(emb):
+    """Embed queries for real inside the block (no cache hits in timed searches)."""
+    bypass = getattr(emb, "bypass", None)
+    if bypass is None:
+        yield
+    else:
+        with bypass():
+            yield
+
+
+@dataclass
+class Built:
+    store: object
+    entry_items: dict[str, list[str]]
+    entry_sessions: dict[str, set]
+    item_entry: dict[str, str]
+    seconds: float
+    n_items: int
+    n_absorbed: int = 0  # items whose entry was merged into a near-duplicate
+
+
+def build_store(store, corpus: Corpus, source: str) -> Built:
+    """Ingest ``corpus`` into ``store`` through ``put_documents``; the item -> entry map.
+
+    An item's entry is the content hash of its text, or, when the store merged it into a
+    near-duplicate (``MemoryStore.absorbed_map``), the live entry that absorbed it.
+    """
+    docs = []
+    hashed: list[tuple[str, str, str]] = []  # (item id, content id, session)
+    for it in corpus.items:
+        text = it.text.strip()
+        if not text:
+            continue
+        hashed.append((it.id, content_id(text), it.session if it.session is not None else it.id))
+        docs.append(Document(content=it.text, heading=it.heading, created_at=it.created_at, session_id=it.session))
+    t0 = time.perf_counter()
+    store.put_documents(source, docs)
+    seconds = time.perf_counter() - t0
+    live = {r[0] for r in store.con.execute("SELECT id FROM entries").fetchall()}
+    absorbed_map = getattr(store, "absorbed_map", None)
+    absorbed = absorbed_map() if absorbed_map is not None else {}
+    entry_items: dict[str, list[str]] = defaultdict(list)
+    entry_sessions: dict[str, set] = defaultdict(set)
+    item_entry: dict[str, str] = {}
+    n_absorbed = 0
+    for item_id, cid, session in hashed:
+        eid = cid
+        if eid not in live:
+            eid = absorbed.get(cid)
+            if eid not in live:
+                raise RuntimeError(f"item {item_id} (entry {cid}) is neither in the index nor merged into an entry")
+            n_absorbed += 1
+        entry_items[eid].append(item_id)
+        entry_sessions[eid].add(session)
+        item_entry[item_id] = eid
+    if len(entry_items) != len(live):
+        raise RuntimeError(f"{len(entry_items)} entries expected after ingest, the store holds {len(live)}")
+    built = Built(store, dict(entry_items), dict(entry_sessions), item_entry, seconds, len(docs))
+    built.n_absorbed = n_absorbed
+    return built
+
+
+def entry_relevance(relevant: dict[str, int], item_entry: dict[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item, grade in relevant.items():
+        eid = item_entry.get(item)
+        if eid is not None and grade > 0:
+            out[eid] = max(out.get(eid, 0), grade)
+    return out
+
+
+def select_queries(bench: BenchData, n: int | None, seed: int) -> None:
+    """Keep a seeded sample of ``n`` queries (in their original order); in place."""
+    if not n or n >= bench.n_queries:
+        return
+    all_ids = [q.id for c in bench.corpora for q in c.queries]
+    keep = set(random.Random(seed).sample(all_ids, n))
+    for c in bench.corpora:
+        c.queries = [q for q in c.queries if q.id in keep]
+    bench.notes.append(f"a seeded sample of {n} queries (seed {seed}) of {len(all_ids)}")
+
+
+def _percentiles(ms: list[float]) -> dict:
+    if not ms:
+        return {"p50_ms": None, "p95_ms": None}
+    a = np.asarray(ms)
+    return {"p50_ms": round(float(np.percentile(a, 50)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2)}
+
+
+def lethe_command() -> list[str]:
+    exe = Path(sys.executable).parent / "lethe"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "lethe_sql.cli"]
+
+
+def cold_process(args: list[str], timeout: float = 300) -> dict:
+    """Run one ``lethe`` process; its wall time and the peak RSS of finished children."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(lethe_command() + args, capture_output=True, text=True, timeout=timeout)
+    ms = (time.perf_counter() - t0) * 1000
+    out = {"ms": round(ms, 1), "exit": proc.returncode, "peak_rss_mib": peak_rss_mib(children=True)}
+    if proc.returncode != 0:
+        out["stderr"] = proc.stderr.strip()[-500:]
+    return out
+
+
+class _Fetcher:
+    """One query's ranked lists, fetched once: a prefix-stable config is searched once,
+    as deep as the run needs, and cut; any other config once per depth."""
+
+    def __init__(self, store, text: str, configs: dict[str, Config], deep: int) -> None:
+        self.store, self.text, self.configs, self.deep = store, text, configs, deep
+        self.memo: dict[tuple[str, int], list[str]] = {}
+
+    def __call__(self, name: str, depth: int) -> list[str]:
+        from .configs import REGISTRY
+
+        cfg = self.configs.get(name) or REGISTRY[name]
+        if cfg.prefix_stable:
+            n = max(depth, self.deep)
+            if (name, n) not in self.memo:
+                self.memo[(name, n)] = cfg.search(self.store, self.text, n, n)
+            return self.memo[(name, n)][:depth]
+        if (name, depth) not in self.memo:
+            self.memo[(name, depth)] = cfg.search(self.store, self.text, depth, depth)
+        return self.memo[(name, depth)]
+
+
+def run(bench: BenchData, opts: Options) -> dict:
+    log = opts.log
+    t_start = time.perf_counter()
+    configs = opts.configs
+    names = [c.name for c in configs]
+    baseline = opts.baseline or ("hybrid" if "hybrid" in names else names[0])
+    if baseline not in names:
+        from lethe_sql.errors import UsageError
+
+        raise UsageError(f"baseline {baseline!r} is not among the configs run ({', '.join(names)})")
+    select_queries(bench, opts.n_queries, opts.seed)
+    emb = opts.embedder or make_embedder(opts.cache, opts.cache_dir)
+    single = len(bench.corpora) == 1
+    all_qids = [q.id for c in bench.corpora for q in c.queries]
+    lat_ids = set(random.Random(opts.seed + 1).sample(all_qids, min(opts.latency_queries, len(all_qids))))
+
+    per_query: dict[str, list[dict]] = {n: [] for n in names}
+    q_meta: list[tuple[str, str | None]] = []
+    pool: dict[str, dict[int, list[float]]] = {n: {d: [] for d in opts.pool_depths} for n in names}
+    lat: dict[str, list[float]] = {n: [] for n in names}
+    ref_ndcg: list[float] = []
+    sql_bm25_ndcg: list[float] = []
+    top1_agree: list[float] = []
+    pool_check: dict[str, dict] = {}
+    index = {"items": 0, "entries": 0, "seconds": 0.0, "stores": 0, "absorbed": 0}
+    cold: dict | None = None
+    skipped_queries = 0
+    warmed = False
+
+    tmp_ctx = tempfile.TemporaryDirectory(prefix="lethe-bench-", dir=opts.workdir)
+    with tmp_ctx as tmp:
+        from lethe_sql import MemoryStore
+        from lethe_sql.errors import UsageError
+        from lethe_sql.search import clean_query
+
+        root = Path(tmp) / "project"
+        for ci, corpus in enumerate(bench.corpora):
+            if not corpus.queries:
+                continue
+            db_path = None if single else ":memory:"
+            store = MemoryStore(root, db_path=db_path, embedder=emb)
+            try:
+                if single or ci == 0:
+                    log(f"ingesting {len(corpus.items)} items of {bench.dataset}/{corpus.name}")
+                built = build_store(store, corpus, f"bench/{bench.dataset}/{corpus.name}")
+                index["items"] += built.n_items
+                index["entries"] += len(built.entry_items)
+                index["absorbed"] += built.n_absorbed
+                index["seconds"] += built.seconds
+                index["stores"] += 1
+                if single:
+                    log(f"indexed {built.n_items} items as {len(built.entry_items)} entries in {built.seconds:.1f} s")
+                queries = []
+                for q in corpus.queries:
+                    try:
+                        text = clean_query(q.text)
+                    except UsageError:
+                        skipped_queries += 1
+                        continue
+                    rel = entry_relevance(q.relevant, built.item_entry)
+                    if not rel:
+                        skipped_queries += 1
+                        continue
+                    queries.append((q, text, rel))
+                if hasattr(emb, "flush"):
+                    emb.encode([t for _, t, _ in queries])  # query vectors into the cache, one batch
+                    emb.flush()
+                ref = None
+                if opts.bm25_check and single and "bm25" in names:
+                    from .bm25ref import BM25
+
+                    eids = list(built.entry_items)
+                    texts = {}
+                    for it in corpus.items:
+                        if it.id in built.item_entry:
+                            texts.setdefault(built.item_entry[it.id], it.text.strip())
+                    ref = BM25(eids, [texts[e] for e in eids])
+                sessions_of = (lambda e, s=built.entry_sessions: s.get(e, ())) if bench.turn_level else None
+                by_name = {c.name: c for c in configs}
+                do_pool = opts.pool_diagnostic and single
+                deep = max(RESULT_DEPTH, *opts.pool_depths) if do_pool else RESULT_DEPTH
+                for qi, (q, text, rel) in enumerate(queries):
+                    q_meta.append((q.id, q.category))
+                    fetch = _Fetcher(store, text, by_name, deep)
+                    for cfg in configs:
+                        ids = fetch(cfg.name, RESULT_DEPTH)
+                        m = M.score_query(ids, rel, sessions_of=sessions_of, session_level=bench.session_level)
+                        per_query[cfg.name].append(m)
+                        if cfg.name == "bm25" and ref is not None:
+                            mine = ref.search(text, 10)
+                            ref_ndcg.append(M.ndcg_at_k(mine, rel, 10))
+                            sql_bm25_ndcg.append(m["ndcg@10"])
+                            top1_agree.append(float(mine[:1] == ids[:1]))
+                        if do_pool:
+                            if cfg.pool is not None:
+                                pools = cfg.pool(fetch, opts.pool_depths)
+                                chk = pool_check.setdefault(cfg.name, {"checked": 0, "mismatches": 0})
+                                chk["checked"] += 1
+                                cut = min(opts.pool_depths)
+                                chk["mismatches"] += int(pools[cut] != fetch(cfg.name, cut))
+                            else:
+                                pools = {d: fetch(cfg.name, d) for d in opts.pool_depths}
+                            for d in opts.pool_depths:
+                                pool[cfg.name][d].append(M.recall_at_k(pools[d], rel, d))
+                    if single and (qi + 1) % 250 == 0:
+                        log(f"scored {qi + 1}/{len(queries)} queries")
+                timed = [(q, text) for q, text, _ in queries if q.id in lat_ids]
+                if timed:
+                    with real_queries(emb):
+                        if not warmed:
+                            for cfg in configs:
+                                for _, text in timed[: opts.warmup]:
+                                    cfg.search(store, text, 10, RESULT_DEPTH)
+                            warmed = True
+                        for _, text in timed:
+                            for cfg in configs:  # interleaved, so load drifts hit every config alike
+                                t0 = time.perf_counter()
+                                by_name[cfg.name].search(store, text, 10, RESULT_DEPTH)
+                                lat[cfg.name].append((time.perf_counter() - t0) * 1000)
+            finally:
+                store.close()
+            if single and opts.cold and queries:
+                mode = baseline if baseline in ("bm25", "dense", "hybrid") else "hybrid"
+                log("one cold `lethe search` process")
+                cold = cold_process(["--root", str(root), "search", queries[0][1], "--json", "--read-only",
+                                     "--mode", mode, "--top-k", "10"])
+                cold["mode"] = mode
+        if hasattr(emb, "flush"):
+            emb.flush()
+
+    n = len(q_meta)
+    if n == 0:
+        from lethe_sql.errors import LetheError
+
+        raise LetheError("no query could be scored (no query with relevant items in the index)")
+    metric_keys = list(MAIN_METRICS)
+    if bench.session_level:
+        metric_keys.append("recall_any@5")
+    if bench.turn_level:
+        metric_keys.extend(BEHAVIOUR_METRICS)
+    arrays = {c: {k: np.array([m[k] for m in per_query[c]]) for k in metric_keys} for c in names}
+
+    cats = sorted({c for _, c in q_meta if c is not None}, key=lambda s: (len(s), s))
+    out_configs = {}
+    for c in names:
+        a = arrays[c]
+        entry = {k: round(float(a[k].mean()), 4) for k in metric_keys}
+        entry["ci95"] = {
+            k: [round(v, 4) for v in stats.bootstrap_ci(a[k], seed=opts.seed)]
+            for k in metric_keys
+            if k not in BEHAVIOUR_METRICS
+        }
+        entry.update(_percentiles(lat[c]))
+        entry["n_latency_queries"] = len(lat[c])
+        if cats:
+            entry["per_category"] = {}
+            for cat in cats:
+                mask = np.array([qc == cat for _, qc in q_meta])
+                entry["per_category"][cat] = {"n": int(mask.sum())} | {
+                    k: round(float(a[k][mask].mean()), 4) for k in metric_keys
+                }
+        out_configs[c] = entry
+
+    vs = {}
+    for c in names:
+        if c == baseline:
+            continue
+        res = stats.compare(arrays[baseline]["ndcg@10"], arrays[c]["ndcg@10"], seed=opts.seed)
+        vs[c] = {"metric": "ndcg@10", "delta": round(res["delta"], 4), "ci95": [round(x, 4) for x in res["ci95"]],
+                 "p": round(res["p"], 4), "n": res["n"]}
+        for k in ("recall@10", "mrr"):
+            r = stats.compare(arrays[baseline][k], arrays[c][k], seed=opts.seed)
+            vs[c][k] = {"delta": round(r["delta"], 4), "ci95": [round(x, 4) for x in r["ci95"]], "p": round(r["p"], 4)}
+
+    result = {
+        "dataset": bench.dataset,
+        "protocol": bench.protocol,
+        "n_queries": n,
+        "baseline": baseline,
+        "configs": out_configs,
+        "vs_baseline": vs,
+        "command": opts.command,
+        "data": {"path": str(bench.path), "sha256": bench.files},
+        "package_version": package_version(),
+        "git": git_state(),
+        "machine": machine(),
+        "seed": opts.seed,
+        "started": now_iso(),
+        "statistics": {
+            "bootstrap": f"paired percentile bootstrap of the mean difference, {stats.N_RESAMPLES} resamples, seed {opts.seed}",
+            "permutation": f"paired sign-flip permutation test, two-sided, {stats.N_RESAMPLES} permutations, seed {opts.seed}",
+        },
+        "index": {
+            "items": index["items"],
+            "entries": index["entries"],
+            "collapsed_items": index["items"] - index["entries"],
+            "near_duplicate_items": index["absorbed"],
+            "stores": index["stores"],
+            "seconds": round(index["seconds"], 2),
+            "items_per_s": round(index["items"] / index["seconds"], 1) if index["seconds"] else None,
+            "embedder": _embedder_info(emb),
+        },
+        "latency": {
+            "warm_queries": len(lat_ids),
+            "warm": "MemoryStore.search(top_k=10) with a real query embedding (cache off), after "
+            f"{opts.warmup} warm-up queries per config; configs interleaved per query",
+            "cold_search": cold,
+            "peak_rss_mib": peak_rss_mib(),
+        },
+        "category_names": {c: bench.category_names.get(c, c) for c in cats},
+        "notes": list(bench.notes),
+        "seconds_total": None,
+    }
+    if skipped_queries:
+        result["notes"].append(f"{skipped_queries} query(ies) skipped: empty text or no relevant item indexed")
+    if opts.pool_diagnostic and single:
+        result["pool_recall"] = {
+            c: {str(d): round(float(np.mean(pool[c][d])), 4) for d in opts.pool_depths} for c in names
+        }
+    if pool_check:
+        result["pool_check"] = {
+            c: dict(v, what=f"pools computed from the component lists equal the config's own search at depth "
+                    f"{min(opts.pool_depths)} on {v['checked'] - v['mismatches']} of {v['checked']} queries "
+                    "(a mismatch is a swap of near-tied entries: lethe_bm25 scores vary in their last bits "
+                    "between calls)")
+            for c, v in pool_check.items()
+        }
+    if ref_ndcg:
+        sql = float(np.mean(sql_bm25_ndcg))
+        ind = float(np.mean(ref_ndcg))
+        result["bm25_check"] = {
+            "independent_ndcg@10": round(ind, 4),
+            "sql_ndcg@10": round(sql, 4),
+            "abs_diff": round(abs(ind - sql), 4),
+            "top1_agreement": round(float(np.mean(top1_agree)), 4),
+            "what": "numpy Okapi BM25 (bench/bm25ref.py), same tokenizer, k1=1.2, b=0.75, over the same entries",
+        }
+    result["per_query"] = {
+        "ids": [qid for qid, _ in q_meta],
+        "ndcg@10": {c: [round(float(x), 4) for x in arrays[c]["ndcg@10"]] for c in names},
+    }
+    result["seconds_total"] = round(time.perf_counter() - t_start, 1)
+    return result
+
+
+def _embedder_info(emb) -> dict:
+    info = {"model_id": getattr(emb, "model_id", None)}
+    if hasattr(emb, "hits"):
+        info["cache"] = {"folder": str(emb.folder), "hits": emb.hits, "misses": emb.misses}
+        info["note"] = (
+            "vectors from the on-disk embedding cache where present (identical to the model's); "
+            "index time then excludes most embedding work"
+        )
+    else:
+        info["cache"] = None
+    return info

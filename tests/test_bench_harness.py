@@ -1,0 +1,216 @@
+"""Bench harness pieces: config registry, embedding cache, synthetic corpus, runner, report."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lethe_sql.bench import configs as C
+from lethe_sql.bench import synthetic
+from lethe_sql.bench.data import BenchData, Corpus, Item, Query
+from lethe_sql.bench.embedders import CachedEmbedder, random_unit_vectors
+from lethe_sql.errors import UsageError
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+class FakeEmbedder:
+    """Deterministic vectors, no model: fast runs of the real harness code."""
+
+    model_id = "fake-embedder:1"
+
+    def __init__(self):
+        self.calls = 0
+        self.texts = 0
+
+    def encode(self, texts, progress=None):
+        self.calls += 1
+        self.texts += len(texts)
+        if progress:
+            progress(len(texts))
+        return random_unit_vectors(list(texts), 0)
+
+
+# -- configs ---------------------------------------------------------------
+
+
+def test_known_configs_resolve_in_order():
+    assert [c.name for c in C.resolve(["hybrid", "bm25", "dense"])] == ["hybrid", "bm25", "dense"]
+
+
+def test_unknown_config_names_the_available_ones():
+    with pytest.raises(UsageError, match=r"unknown config 'bm26'; available: bm25, dense, hybrid"):
+        C.resolve(["bm25", "bm26"])
+
+
+@pytest.mark.parametrize("name,missing", [("hybrid+rerank", "rerank"), ("hybrid+rerank+rif", "rif"),
+                                          ("hybrid+enrich", "enrich"), ("+rif", "rif")])
+def test_planned_configs_fail_naming_what_is_missing(name, missing):
+    if name in C.REGISTRY:
+        pytest.skip(f"{name} is registered now")
+    with pytest.raises(UsageError) as exc:
+        C.resolve([name])
+    msg = str(exc.value)
+    assert f"needs {missing}" in msg or f"; {missing}:" in msg
+    assert "not built yet" in msg
+
+
+def test_a_registered_config_with_a_missing_piece_says_why():
+    cfg = C.Config("test-only", "x", lambda *a: [], missing=lambda: "no cross-encoder installed")
+    C.register(cfg)
+    try:
+        with pytest.raises(UsageError, match="config 'test-only' is unavailable: no cross-encoder installed"):
+            C.resolve(["test-only"])
+    finally:
+        del C.REGISTRY["test-only"]
+
+
+# -- embedding cache -------------------------------------------------------
+
+
+def test_cache_gives_identical_vectors_and_skips_the_model(tmp_path):
+    inner = FakeEmbedder()
+    cache = CachedEmbedder(inner, tmp_path)
+    texts = ["alpha", "beta", "alpha", "gamma"]
+    first = cache.encode(texts)
+    assert inner.texts == 3  # the duplicate is embedded once
+    assert np.array_equal(first, random_unit_vectors(texts, 0))
+    again = cache.encode(["gamma", "alpha"])
+    assert inner.texts == 3 and np.array_equal(again, first[[3, 0]])
+    cache.flush()
+    fresh = CachedEmbedder(FakeEmbedder(), tmp_path)
+    assert np.array_equal(fresh.encode(texts), first) and fresh.inner.texts == 0
+    assert fresh.model_id == "fake-embedder:1" and fresh.folder.parent == tmp_path
+    with fresh.bypass():
+        fresh.encode(["alpha"])
+    assert fresh.inner.texts == 1
+
+
+def test_cache_matches_the_real_model(tmp_path, embedder):
+    texts = ["The staging DB is on port 5433.", "short", "a longer sentence about webhooks " * 8]
+    direct = embedder.encode(texts)
+    cache = CachedEmbedder(embedder, tmp_path)
+    cache.encode(texts[1:])  # different batch composition first
+    cache.flush()
+    assert np.array_equal(CachedEmbedder(embedder, tmp_path).encode(texts)[1:], direct[1:])
+    assert np.array_equal(cache.encode(texts), direct)
+
+
+# -- synthetic corpus ------------------------------------------------------
+
+
+def test_synthetic_is_deterministic():
+    a = list(synthetic.generate(300, seed=1))
+    assert a == list(synthetic.generate(300, seed=1))
+    assert a != list(synthetic.generate(300, seed=2))
+    assert len(a) == 300 and len({i.text for i in a}) == 300
+    assert all(":" in i.text and i.session for i in a)
+    assert synthetic.queries(5, 1) == synthetic.queries(5, 1)
+    assert synthetic.parse_sizes("10k, 50K,200000") == [10_000, 50_000, 200_000]
+    with pytest.raises(ValueError):
+        synthetic.parse_sizes("lots")
+
+
+# -- runner and report -----------------------------------------------------
+
+
+def _tiny_bench(tmp_path) -> BenchData:
+    items = [
+        Item("c:D1:1", "Ann: I adopted a dog named Rex.", session="s1"),
+        Item("c:D1:2", "Bob: Thanks!", session="s1"),
+        Item("c:D2:1", "Ann: Rex loves the beach.", session="s2"),
+        Item("c:D2:2", "Bob: Thanks!", session="s2"),  # same text as D1:2: one entry
+        Item("c:D3:1", "Ann: My sister plays the violin.", session="s3"),
+    ]
+    queries = [
+        Query("q1", "What is the dog called?", {"c:D1:1": 1}, "4"),
+        Query("q2", "Where does Rex like to go?", {"c:D2:1": 1}, "4"),
+        Query("q3", "thanks", {"c:D2:2": 1}, "2"),
+        Query("q4", "violin", {"c:D3:1": 1}, "2"),
+    ]
+    return BenchData("locomo", "turn-global", tmp_path / "fixture.json", [Corpus("all", items, queries)],
+                     turn_level=True, files={"fixture.json": "0" * 64}, category_names={"2": "temporal", "4": "single-hop"})
+
+
+def _opts(tmp_path, names=("bm25", "dense", "hybrid"), **kw):
+    from lethe_sql.bench.runner import Options
+
+    kw = {"cold": False, "latency_queries": 3, "workdir": tmp_path, "command": "lethe bench test"} | kw
+    return Options(configs=C.resolve(list(names)), embedder=FakeEmbedder(), **kw)
+
+
+def test_runner_scores_entries_and_reports_shape(tmp_path):
+    from lethe_sql.bench.runner import run
+
+    r = run(_tiny_bench(tmp_path), _opts(tmp_path))
+    assert r["dataset"] == "locomo" and r["protocol"] == "turn-global" and r["n_queries"] == 4
+    assert r["baseline"] == "hybrid" and set(r["vs_baseline"]) == {"bm25", "dense"}
+    assert r["index"]["items"] == 5 and r["index"]["entries"] == 4 and r["index"]["collapsed_items"] == 1
+    for name, c in r["configs"].items():
+        for k in ("ndcg@10", "recall@10", "recall@30", "mrr", "top1_exact", "top1_sibling", "top1_wrong_family"):
+            assert 0.0 <= c[k] <= 1.0, (name, k)
+        assert c["top1_exact"] + c["top1_sibling"] + c["top1_wrong_family"] == pytest.approx(1.0)
+        assert set(c["ci95"]) == {"ndcg@10", "recall@10", "recall@30", "mrr"}
+        assert set(c["per_category"]) == {"2", "4"} and c["per_category"]["2"]["n"] == 2
+        assert c["p50_ms"] > 0 and c["n_latency_queries"] == 3
+    # "thanks" finds the one entry that stands for both "Bob: Thanks!" turns: an exact hit
+    bm25 = r["configs"]["bm25"]
+    assert r["per_query"]["ndcg@10"]["bm25"][2] == 1.0
+    assert bm25["recall@30"] == 1.0  # every query term matches its evidence
+    v = r["vs_baseline"]["bm25"]
+    assert set(v) >= {"delta", "ci95", "p"} and 0 < v["p"] <= 1
+    assert r["bm25_check"]["abs_diff"] <= 0.02
+    assert set(r["pool_recall"]["hybrid"]) == {"30", "100", "500"}
+    assert r["pool_check"]["hybrid"]["checked"] == 4 and r["pool_check"]["hybrid"]["mismatches"] == 0
+    assert r["machine"]["cpu_count"] and r["package_version"] and r["command"] == "lethe bench test"
+
+
+def test_relevance_never_reaches_the_index(tmp_path):
+    from lethe_sql import MemoryStore
+    from lethe_sql.bench.runner import build_store
+
+    bench = _tiny_bench(tmp_path)
+    store = MemoryStore(tmp_path / "p", embedder=FakeEmbedder())
+    try:
+        built = build_store(store, bench.corpora[0], "bench/x")
+        rows = store.con.execute("SELECT content, text, heading FROM entries").fetchall()
+    finally:
+        store.close()
+    assert built.entry_items[built.item_entry["c:D1:2"]] == ["c:D1:2", "c:D2:2"]
+    blob = json.dumps(rows)
+    for q in bench.corpora[0].queries:  # no query id, no question sentence in what is indexed
+        assert f'"{q.id}' not in blob and (len(q.text.split()) < 2 or q.text not in blob)
+
+
+def test_baseline_must_be_run(tmp_path):
+    from lethe_sql.bench.runner import run
+
+    with pytest.raises(UsageError, match="baseline 'hybrid'"):
+        run(_tiny_bench(tmp_path), _opts(tmp_path, ("bm25",), baseline="hybrid"))
+
+
+def test_report_files(tmp_path):
+    from lethe_sql.bench import report
+    from lethe_sql.bench.runner import run
+
+    r = run(_tiny_bench(tmp_path), _opts(tmp_path))
+    per_query = r.pop("per_query")
+    paths = report.write(r, tmp_path / "out", per_query)
+    md = paths["markdown"].read_text()
+    assert "lethe bench test" in md and "0" * 64 in md and "CPU" in md and "seed 0" in md
+    assert json.loads(paths["json"].read_text())["n_queries"] == 4
+    pytest.importorskip("matplotlib")
+    assert paths["chart"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "locomo" / "locomo-dev7.json.gz").exists(), reason="LoCoMo data absent")
+def test_sql_bm25_matches_an_independent_bm25_on_locomo(tmp_path):
+    from lethe_sql.bench import locomo
+    from lethe_sql.bench.runner import run
+
+    bench = locomo.load(SHARED_DATA / "locomo" / "locomo-dev7.json.gz", limit_conversations=1)
+    r = run(bench, _opts(tmp_path, ("bm25",), pool_diagnostic=False, latency_queries=1))
+    check = r["bm25_check"]
+    assert check["abs_diff"] <= 0.02, check
+    assert check["top1_agreement"] >= 0.95
