@@ -169,6 +169,8 @@ def index(
                 f"{report.files_removed} removed, {report.files_skipped} skipped: "
                 f"+{report.entries_added} -{report.entries_removed} entries, "
                 f"{report.entries_total} in total ({report.seconds:.2f} s)"
+                + (f"; {report.entries_absorbed} near-duplicate(s) absorbed (lethe dedupe --list)"
+                   if report.entries_absorbed else "")
             )
 
 
@@ -382,6 +384,10 @@ app.add_typer(models_app, name="models")
 from lethe_sql.bench.cli import bench_command  # noqa: E402
 
 app.command("bench")(bench_command)
+
+
+from .cli_dedup import dedupe_command  # noqa: E402
+app.command("dedupe")(dedupe_command)
 
 
 def main() -> None:

@@ -8,7 +8,11 @@ One pass:
 3. embed only the chunks whose ids are not in ``entries`` yet (outside any
    transaction, with progress), then, in one transaction: replace the changed
    files' occurrences, insert the new entries, delete entries no occurrence
-   holds any more, and update the FTS tables incrementally.
+   holds any more, and update the FTS tables incrementally;
+4. near-duplicates (``dedup.py``): a new entry whose cosine with a live entry or
+   with another new one reaches ``Settings.dedup_threshold`` is merged (the longer
+   text is kept, the other recorded in ``absorbed``); an absorbed id is not
+   re-inserted while its keeper lives, and comes back when its keeper goes.
 
 Entries whose text did not change keep their row, and with it their learned
 state. Unreadable input never stops the pass: a binary or oversized file is
@@ -46,6 +50,7 @@ class IndexReport:
     entries_added: int = 0
     entries_removed: int = 0
     entries_total: int = 0
+    entries_absorbed: int = 0      # near-duplicates merged into another entry by this pass
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
@@ -182,6 +187,131 @@ def token_index_delete(con, ids: Sequence[str]) -> None:
     con.execute("DELETE FROM token_vectors WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
 
 
+def insert_entries(con, new: Sequence[tuple[str, Chunk]], vectors: np.ndarray, tokens: Sequence | None) -> None:
+    """Insert new entries with their vectors, index them for BM25 and store their token
+    vectors (inside the caller's transaction). The one insert path: indexing and
+    ``lethe dedupe --restore`` both use it."""
+    if not new:
+        return
+    con.register("_lethe_new", _stage_entries(new, vectors))
+    con.execute(
+        "INSERT INTO entries (id, content, text, source, heading, session_id, position, created_at, embedding) "
+        "SELECT id, content, text, source, heading, session_id, position, created_at, embedding FROM _lethe_new"
+    )
+    con.unregister("_lethe_new")
+    fts_add(con, [c.id for _, c in new])
+    if tokens is not None:
+        token_index_add(con, [c.id for _, c in new], tokens)
+
+
+def _absorbed_state(con, sources: list[str]) -> tuple[set[str], list[tuple[str, Chunk]]]:
+    """Before a pass (``_lethe_wanted`` holds the ids the changed sources will hold):
+    (absorbed ids to skip because their keeper stays live, absorbed entries to bring
+    back because their keeper goes while they still occur in a source this pass
+    leaves alone). A wanted absorbed id whose keeper goes is simply not skipped."""
+    rows = con.execute(
+        """WITH post_occ AS (
+               SELECT id FROM entry_sources WHERE source NOT IN (SELECT unnest($1::VARCHAR[]))
+               UNION SELECT id FROM _lethe_wanted),
+           live AS (SELECT id FROM entries WHERE id IN (SELECT id FROM post_occ))
+           SELECT a.id, a.into_id IN (SELECT id FROM live) AS keeper_live,
+                  a.id IN (SELECT id FROM _lethe_wanted) AS is_wanted,
+                  a.id IN (SELECT id FROM post_occ) AS occurs,
+                  a.id IN (SELECT id FROM entries) AS is_entry
+           FROM absorbed AS a""",
+        [sources],
+    ).fetchall()
+    skip = {r[0] for r in rows if r[1]}
+    back = [r[0] for r in rows if not r[1] and r[3] and not r[2] and not r[4]]
+    revive: list[tuple[str, Chunk]] = []
+    if back:
+        rows = con.execute(
+            """SELECT a.id, o.source, o.position, o.heading, a.text, a.content, a.session_id, a.created_at
+               FROM absorbed AS a JOIN (
+                   SELECT id, arg_min(source, (source, position)) AS source,
+                          arg_min(position, (source, position)) AS position,
+                          arg_min(heading, (source, position)) AS heading
+                   FROM entry_sources WHERE id IN (SELECT unnest($1::VARCHAR[]))
+                     AND source NOT IN (SELECT unnest($2::VARCHAR[]))
+                   GROUP BY id) AS o USING (id)
+               ORDER BY a.id""",
+            [back, sources],
+        ).fetchall()
+        for i, src, pos, heading, text, content, session_id, created_at in rows:
+            revive.append((src, Chunk(pos, heading, content or text, text, i, created_at, session_id)))
+    return skip, revive
+
+
+def _near_duplicates(
+    con, sources: list[str], new: Sequence[tuple[str, Chunk]], vectors: np.ndarray, threshold: float
+) -> tuple[dict[int, tuple[str, float]], list[tuple[str, str, float]]]:
+    """One set-oriented check of a batch: {new index: (keeper id, similarity)} for new
+    entries not to insert, and [(live id, keeper id, similarity)] for live entries that
+    a longer new one absorbs. Live = entries the changed sources or any other source
+    still hold after this pass (``_lethe_wanted`` holds the wanted ids)."""
+    from . import dedup
+
+    ex_ids, ex_lens, ex_mat = dedup.fetch_vectors(
+        con,
+        "id IN (SELECT id FROM entry_sources WHERE source NOT IN (SELECT unnest(?::VARCHAR[]))) "
+        "OR id IN (SELECT id FROM _lethe_wanted)",
+        [sources],
+    )
+    m = len(ex_ids)
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    si, sj, ss = dedup.near_pairs(vecs, vecs, threshold, self_pairs=True)
+    ni, nj, ns = dedup.near_pairs(vecs, ex_mat, threshold)
+    if len(si) + len(ni) == 0:
+        return {}, []
+    pi = np.concatenate([si + m, ni + m])
+    pj = np.concatenate([sj + m, nj])
+    ps = np.concatenate([ss, ns])
+    ids = ex_ids + [c.id for _, c in new]
+    exempt = dedup.exempt_ids(con)
+
+    def key(i: int) -> tuple:
+        # the longer text wins; ties: the existing entry, then the earlier in the batch
+        return (int(ex_lens[i]), 1, 0) if i < m else (len(new[i - m][1].text), 0, -(i - m))
+
+    def vec(i: int) -> np.ndarray:
+        return ex_mat[i] if i < m else vecs[i - m]
+
+    into = dedup.resolve(pi, pj, ps, key, lambda i: ids[i] in exempt, lambda a, b: float(vec(a) @ vec(b)))
+    skip_new = {loser - m: (ids[k], s) for loser, (k, s) in into.items() if loser >= m}
+    absorb_old = [(ids[loser], ids[k], s) for loser, (k, s) in into.items() if loser < m]
+    return skip_new, absorb_old
+
+
+def _record_absorbed_new(con, rows: Sequence[tuple[str, Chunk, str, float]]) -> None:
+    """``absorbed`` rows for new entries merged before insertion: (source, chunk, into_id, similarity)."""
+    import pyarrow as pa
+
+    con.register(
+        "_lethe_absorbed_new",
+        pa.table(
+            {
+                "id": [c.id for _, c, _, _ in rows],
+                "into_id": [k for _, _, k, _ in rows],
+                "similarity": pa.array([float(x) for _, _, _, x in rows], pa.float64()),
+                "text": [c.text for _, c, _, _ in rows],
+                "source": [src for src, _, _, _ in rows],
+                "content": [c.content for _, c, _, _ in rows],
+                "heading": [c.heading for _, c, _, _ in rows],
+                "session_id": [c.session_id for _, c, _, _ in rows],
+                "created_at": pa.array([c.created_at for _, c, _, _ in rows], pa.timestamp("us")),
+                "position": pa.array([c.position for _, c, _, _ in rows], pa.int32()),
+            }
+        ),
+    )
+    con.execute(
+        """INSERT OR REPLACE INTO absorbed
+               (id, into_id, similarity, text, source, absorbed_at, content, heading, session_id, created_at, position)
+           SELECT id, into_id, similarity, text, source, current_timestamp, content, heading, session_id,
+                  created_at, position FROM _lethe_absorbed_new"""
+    )
+    con.unregister("_lethe_absorbed_new")
+
+
 def check_model(con, model_id: str) -> None:
     """Vectors from two models must never mix in one database."""
     from .errors import LetheError
@@ -201,18 +331,26 @@ def apply_changes(
     embed: Callable[[list[str], Callable[[int], None] | None], tuple[np.ndarray, list | None]],
     changed: dict[str, tuple[SourceText | None, list[Chunk]]],
     progress: Progress | None = None,
+    *,
+    settings=None,
+    report: IndexReport | None = None,
 ) -> tuple[int, int]:
     """Replace the occurrences of ``changed`` sources and sync ``entries`` with them.
 
     ``changed`` maps a source name to (its file facts, its chunks). Facts are None
     for a source that is not a file (``MemoryStore.put_documents``) and for a
     removed file (with no chunks); either way no ``source_files`` row remains.
-    Returns (entries added, entries removed).
+    ``settings`` (``dedup``, ``dedup_threshold``, ``dedup_max_batch``) turns
+    near-duplicate merging on; ``report`` receives ``entries_absorbed`` and warnings.
+    Returns (entries inserted, entries removed); absorbed entries count in neither.
     """
+    from . import dedup
+
     wanted: dict[str, tuple[str, Chunk]] = {}
     for src, (_, chunks) in changed.items():
         for c in chunks:
             wanted.setdefault(c.id, (src, c))
+    sources = list(changed)
     have = set()
     if wanted:
         have = {
@@ -221,20 +359,59 @@ def apply_changes(
                 "SELECT id FROM entries WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(wanted)]
             ).fetchall()
         }
-    new = [wanted[i] for i in wanted if i not in have]
-    if new:
-        total = len(new)
-        done = [0]
+    threshold = dedup.active_threshold(settings)
+    any_absorbed = con.execute("SELECT count(*) FROM absorbed").fetchone()[0] > 0
+    skip: set[str] = set()
+    revive: list[tuple[str, Chunk]] = []
+    if any_absorbed or threshold is not None:
+        import pyarrow as pa
 
-        def tick(n: int) -> None:
-            done[0] += n
-            if progress:
-                progress("embedding", done[0], total)
+        con.register("_lethe_wanted", pa.table({"id": pa.array(list(wanted), pa.string())}))
+    try:
+        if any_absorbed:
+            skip, revive = _absorbed_state(con, sources)
+        new = [wanted[i] for i in wanted if i not in have and i not in skip] + revive
+        if new:
+            total = len(new)
+            done = [0]
 
-        vectors, tokens = embed([c.text for _, c in new], tick)
+            def tick(n: int) -> None:
+                done[0] += n
+                if progress:
+                    progress("embedding", done[0], total)
+
+            vectors, tokens = embed([c.text for _, c in new], tick)
+        else:
+            vectors, tokens = np.zeros((0, 384), dtype=np.float32), None
+        skip_new: dict[int, tuple[str, float]] = {}
+        absorb_old: list[tuple[str, str, float]] = []
+        if new and threshold is not None:
+            max_batch = int(getattr(settings, "dedup_max_batch", 0) or 0)
+            if max_batch and len(new) > max_batch:
+                if report is not None:
+                    report.warnings.append(
+                        f"near-duplicate check skipped: {len(new)} new entries is more than "
+                        f"dedup_max_batch ({max_batch}); run `lethe dedupe` to merge near-duplicates"
+                    )
+            else:
+                if progress:
+                    progress("near-duplicates", 0, 1)
+                skip_new, absorb_old = _near_duplicates(con, sources, new, vectors, threshold)
+                if progress:
+                    progress("near-duplicates", 1, 1)
+    finally:
+        if any_absorbed or threshold is not None:
+            con.unregister("_lethe_wanted")
+    if skip_new:
+        keep = [k for k in range(len(new)) if k not in skip_new]
+        absorbed_new = [(new[k][0], new[k][1], *skip_new[k]) for k in sorted(skip_new)]
+        new = [new[k] for k in keep]
+        vectors = np.asarray(vectors)[keep]
+        tokens = None if tokens is None else [tokens[k] for k in keep]
     else:
-        vectors, tokens = np.zeros((0, 384), dtype=np.float32), None
-
+        absorbed_new = []
+    if report is not None:
+        report.entries_absorbed += len(absorbed_new) + len(absorb_old)
     occ_rows = [
         (src, c.position, c.id, c.heading) for src, (_, chunks) in changed.items() for c in chunks
     ]
@@ -256,16 +433,10 @@ def apply_changes(
             con.register("_lethe_occ", occ)
             con.execute("INSERT INTO entry_sources SELECT source, position, id, heading FROM _lethe_occ")
             con.unregister("_lethe_occ")
-        if new:
-            con.register("_lethe_new", _stage_entries(new, vectors))
-            con.execute(
-                "INSERT INTO entries (id, content, text, source, heading, session_id, position, created_at, embedding) "
-                "SELECT id, content, text, source, heading, session_id, position, created_at, embedding FROM _lethe_new"
-            )
-            con.unregister("_lethe_new")
-            fts_add(con, [c.id for _, c in new])
-            if tokens is not None:
-                token_index_add(con, [c.id for _, c in new], tokens)
+        insert_entries(con, new, vectors, tokens)
+        if absorbed_new:
+            _record_absorbed_new(con, absorbed_new)
+        dedup.absorb_existing(con, absorb_old)
         # Kept entries whose home section moved: follow their first remaining occurrence.
         con.execute(
             """UPDATE entries SET source = o.source, position = o.position, heading = o.heading
@@ -292,6 +463,13 @@ def apply_changes(
             fts_delete(con, gone)
             token_index_delete(con, gone)
             con.execute("DELETE FROM entries WHERE id IN (SELECT unnest(?::VARCHAR[]))", [gone])
+        if any_absorbed or absorbed_new or absorb_old:
+            # An absorbed text no file holds any more is forgotten with it; one whose
+            # keeper is gone was brought back above (re-inserted or absorbed anew).
+            con.execute(
+                "DELETE FROM absorbed WHERE id NOT IN (SELECT id FROM entry_sources) "
+                "OR into_id NOT IN (SELECT id FROM entries)"
+            )
         for src, (facts, _) in changed.items():
             if facts is None:
                 con.execute("DELETE FROM source_files WHERE path = ?", [src])

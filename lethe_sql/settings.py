@@ -28,6 +28,9 @@ class Settings:
     rif_alpha: float = 0.3
     refit_growth: float = 1.5       # refit k-means when the log grew by this factor since the last fit
     lifecycle: bool = True
+    dedup: bool = True              # merge near-duplicates on write (lethe_sql/dedup.py)
+    dedup_threshold: float = 0.95   # cosine at or above which two entries merge; 0 or >= 1 disables
+    dedup_max_batch: int = 20000    # larger write batches skip on-write detection (run `lethe dedupe`)
 
     def with_(self, **kw) -> "Settings":
         return replace(self, **{k: v for k, v in kw.items() if v is not None})

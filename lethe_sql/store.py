@@ -168,7 +168,7 @@ class MemoryStore:
         report.files_indexed = len(changed) - report.files_removed
         if changed:
             report.entries_added, report.entries_removed = apply_changes(
-                con, self._embed, changed, progress
+                con, self._embed, changed, progress, settings=self.settings, report=report
             )
         report.entries_total = con.execute("SELECT count(*) FROM entries").fetchone()[0]
         report.seconds = time.perf_counter() - t0
@@ -257,14 +257,31 @@ class MemoryStore:
         return chunk[-1].id
 
     def put_documents(
-        self, source: str, documents: Sequence[Document], *, progress: Progress | None = None
+        self,
+        source: str,
+        documents: Sequence[Document],
+        *,
+        progress: Progress | None = None,
+        report: IndexReport | None = None,
     ) -> tuple[int, int]:
         """Make ``source`` hold exactly ``documents`` (a non-markdown source: a transcript,
         a benchmark corpus). Same path as markdown indexing: content-hash ids, unchanged
-        entries kept, vanished ones removed. Returns (entries added, entries removed)."""
+        entries kept, vanished ones removed, near-duplicates merged (``settings.dedup``;
+        ``report``, when given, receives the absorbed count and warnings; see
+        ``absorbed_map``). Returns (entries added, entries removed)."""
         self._require_writable()
         chunks = [d.to_chunk(i, source) for i, d in enumerate(documents)]
-        return apply_changes(self.con, self._embed, {source: (None, chunks)}, progress)
+        return apply_changes(
+            self.con, self._embed, {source: (None, chunks)}, progress, settings=self.settings, report=report
+        )
+
+    def absorbed_map(self) -> dict[str, str]:
+        """Absorbed entry id -> id of the live entry that holds it (near-duplicate merging,
+        chains followed). An id written to this store and found neither in ``entries``
+        nor here was never indexed."""
+        from .dedup import absorbed_map
+
+        return absorbed_map(self.con)
 
     # -- reading -----------------------------------------------------------
     def embed_query(self, query: str):
@@ -380,6 +397,7 @@ class MemoryStore:
             "indexed_files": n_files,
             "entries": n_entries,
             "entries_with_vectors": n_vec,
+            "absorbed": con.execute("SELECT count(*) FROM absorbed").fetchone()[0],
             "tiers": tiers,
             "embed_model": meta.get("embed_model"),
             "search_step": int(meta.get("search_step", 0)),

@@ -87,7 +87,9 @@ def test_concurrent_adds_lose_nothing(tmp_path, cli_env):
     text = "".join(f.read_text() for f in (tmp_path / ".lethe" / "memory").glob("*.md"))
     assert all(f"parallel memory number {i}" in text for i in range(4))
     st = json.loads(run(["--root", str(tmp_path), "status", "--json"], cli_env).stdout)
-    assert st["entries"] == 4
+    # these four short texts are near-duplicates (cosine >= 0.95 between some of them):
+    # each is a live entry or absorbed into one, never lost
+    assert st["entries"] + st["absorbed"] == 4
 
 
 def test_locked_database_fails_with_the_holder_named(tmp_path, cli_env):

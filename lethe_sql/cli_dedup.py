@@ -1,0 +1,124 @@
+"""``lethe dedupe``: merge near-duplicate memories, list and restore what was merged."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+TEXT_WIDTH = 200
+
+
+def _short(text: str | None, width: int = TEXT_WIDTH) -> str:
+    one = " ".join((text or "").split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def dedupe_command(
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the pairs that would merge; change nothing."),
+    threshold: Optional[float] = typer.Option(
+        None, "--threshold", help="Cosine at or above which two memories merge (default: the dedup_threshold setting, 0.95)."
+    ),
+    list_absorbed: bool = typer.Option(False, "--list", help="List the memories absorbed so far, and what holds each."),
+    restore: Optional[str] = typer.Option(
+        None, "--restore", metavar="ID",
+        help="Bring an absorbed memory back (re-indexed, and never absorbed again).",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Merge near-duplicate memories across the whole store.
+
+    Of each pair with a cosine at or above the threshold, the longer text is kept.
+
+    The other is absorbed: out of search, listed by --list, back with --restore ID.
+
+    Memory files are never changed. New memories are checked on write too (setting dedup)."""
+    from .cli import _errors, _print_json, _store
+    from .errors import UsageError
+
+    with _errors():
+        if list_absorbed and restore:
+            raise UsageError("--list and --restore do not go together")
+        if (list_absorbed or restore) and (dry_run or threshold is not None):
+            raise UsageError("--dry-run and --threshold apply to a dedupe pass, not to --list or --restore")
+        if list_absorbed:
+            _list(_store, _print_json, json_out)
+        elif restore:
+            _restore(_store, _print_json, restore, json_out)
+        else:
+            _pass(_store, _print_json, threshold, dry_run, json_out)
+
+
+def _list(_store, _print_json, json_out: bool) -> None:
+    from . import dedup
+
+    with _store(read_only=True, create=False) as store:
+        rows = dedup.list_absorbed(store.con)
+    if json_out:
+        _print_json(rows)
+        return
+    if not rows:
+        typer.echo("nothing has been absorbed")
+        return
+    for r in rows:
+        typer.echo(f"{r['id']} -> {r['into_id']}  [{r['similarity']:.4f}]  {r['source'] or '?'}")
+        typer.echo(f"    {_short(r['text'], 100)}")
+    typer.echo(f"{len(rows)} absorbed; `lethe dedupe --restore ID` brings one back")
+
+
+def _restore(_store, _print_json, ident: str, json_out: bool) -> None:
+    from . import dedup
+
+    with _store(create=False) as store:
+        out = dedup.restore(store, ident)
+    if json_out:
+        _print_json(out)
+    else:
+        typer.echo(f"restored {out['id']} (was absorbed into {out['was_in']}); it will not be absorbed again")
+
+
+def _pass(_store, _print_json, threshold: float | None, dry_run: bool, json_out: bool) -> None:
+    import time
+
+    from . import dedup
+    from .errors import UsageError
+
+    with _store(read_only=dry_run, create=False) as store:
+        t = store.settings.dedup_threshold if threshold is None else threshold
+        if t is None or not (0.0 < t < 1.0):
+            raise UsageError(
+                f"threshold {t} merges nothing; give --threshold between 0 and 1 (exclusive), e.g. 0.95"
+            )
+        t0 = time.perf_counter()
+        pairs = dedup.plan(store.con, t)
+        n = 0 if dry_run else dedup.apply_plan(store.con, pairs)
+        seconds = time.perf_counter() - t0
+        total = store.con.execute("SELECT count(*) FROM entries").fetchone()[0]
+    if json_out:
+        _print_json(
+            {
+                "threshold": t,
+                "dry_run": dry_run,
+                "absorbed": n,
+                "entries_total": total,
+                "seconds": round(seconds, 3),
+                "pairs": [
+                    {
+                        "kept": p.kept,
+                        "absorbed": p.absorbed,
+                        "similarity": round(p.similarity, 6),
+                        "kept_text": _short(p.kept_text),
+                        "absorbed_text": _short(p.absorbed_text),
+                    }
+                    for p in pairs
+                ],
+            }
+        )
+        return
+    for p in pairs:
+        typer.echo(f"[{p.similarity:.4f}] keep {p.kept}: {_short(p.kept_text, 80)}")
+        typer.echo(f"         {'would absorb' if dry_run else 'absorbed'} {p.absorbed}: {_short(p.absorbed_text, 80)}")
+    if dry_run:
+        typer.echo(f"{len(pairs)} near-duplicate pair(s) at cosine >= {t} (dry run: nothing changed)")
+    else:
+        typer.echo(f"absorbed {n} near-duplicate(s) at cosine >= {t}; {total} entries remain ({seconds:.2f} s)")
