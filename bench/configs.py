@@ -44,6 +44,8 @@ class Config:
     missing: Callable[[], str | None] = lambda: None  # None when usable
     prefix_stable: bool = False
     pool: Callable[..., dict] | None = None
+    pool_is_own_order: bool = True  # pool()[n] must equal search(n): checked by the runner
+    needs_token_index: bool = False  # the store must be built with token vectors (late interaction)
 
     def check(self) -> None:
         why = self.missing()
@@ -53,11 +55,12 @@ class Config:
 
 REGISTRY: dict[str, Config] = {}
 
-# Stages the design plans but this version does not have (DESIGN.md, read path).
+# Stages the design plans that the bench cannot run yet (DESIGN.md, read path).
 PLANNED_STAGES = {
-    "rerank": "a cross-encoder reranker over the fused pool (the rerank() UDF and a rerank option "
+    "rerank": "a cross-encoder reranker over the fused pool (the rerank() UDF and a judge option "
     "on MemoryStore.search)",
-    "rif": "retrieval-induced forgetting (the suppression table and its alpha * suppression term in search)",
+    "rif": "a learning run: retrieval-induced forgetting changes the store with every search, so the bench "
+    "needs a store per config and a feedback protocol for it",
     "enrich": "enrichment of entries at index time (the enrich step of the write path)",
 }
 
@@ -99,6 +102,47 @@ register(Config("hybrid", "BM25 top-depth + dense top-depth, RRF k=60 (lethe_hyb
                 pool=_hybrid_pool))
 
 
+def _pipeline_missing() -> str | None:
+    import inspect
+
+    from lethe_sql import MemoryStore
+
+    if "judge" not in inspect.signature(MemoryStore.search).parameters:
+        return "this lethe-sql's MemoryStore.search has no judged pipeline (mode='default', judge=...)"
+    return None
+
+
+def _cross_encoder_missing() -> str | None:
+    why = _pipeline_missing()
+    if why:
+        return why
+    try:
+        from lethe_sql.udfs.models import resolve_reranker
+    except ImportError:
+        return "this lethe-sql cannot resolve a reranker (lethe_sql.udfs.models.resolve_reranker)"
+    if resolve_reranker() is None:
+        return ("no cross-encoder installed: run `lethe models pull` or set LETHE_RERANK_MODEL to a folder "
+                "holding the ONNX cross-encoder and its tokenizer.json")
+    return None
+
+
+def _judged(judge: str) -> SearchFn:
+    """The search pipeline with one judge over the hybrid pool, learning off (no state changes)."""
+
+    def search(store, query: str, top_k: int = 10, depth: int = 30) -> list[str]:
+        return [h.id for h in store.search(query, top_k=top_k, mode="default", judge=judge, learn=False)]
+
+    search.__name__ = f"search_judged_{judge.replace('-', '_')}"
+    return search
+
+
+register(Config("hybrid+li", "hybrid pool, late-interaction judge (MaxSim over stored token vectors), no learning",
+                _judged("late-interaction"), _pipeline_missing, pool=_hybrid_pool, pool_is_own_order=False,
+                needs_token_index=True))
+register(Config("hybrid+rerank", "hybrid pool, cross-encoder judge (rerank() UDF), no learning",
+                _judged("cross-encoder"), _cross_encoder_missing, pool=_hybrid_pool, pool_is_own_order=False))
+
+
 def resolve(names: list[str]) -> list[Config]:
     """The configs named, in order; an error naming what is missing otherwise."""
     if not names:
@@ -113,15 +157,17 @@ def resolve(names: list[str]) -> list[Config]:
             continue
         parts = [p for p in name.split("+") if p]
         stages = parts[1:] if parts and parts[0] in REGISTRY else parts
-        missing = [s for s in stages if s in PLANNED_STAGES]
+        built = {p for r in REGISTRY for p in r.split("+")}
+        missing = [s for s in stages if s in PLANNED_STAGES and s not in built]
         if missing:
             needs = "; ".join(f"{s}: {PLANNED_STAGES[s]}" for s in missing)
             raise UsageError(
                 f"config {name!r} is not available in this lethe-sql: it needs {needs}, "
                 f"which is not built yet. Available configs: {', '.join(REGISTRY)}"
             )
+        planned = [f"hybrid+{s}" for s in PLANNED_STAGES if s not in built]
         raise UsageError(
-            f"unknown config {name!r}; available: {', '.join(REGISTRY)} "
-            f"(planned, not built yet: {', '.join('hybrid+' + s for s in PLANNED_STAGES)})"
+            f"unknown config {name!r}; available: {', '.join(REGISTRY)}"
+            + (f" (planned, not built yet: {', '.join(planned)})" if planned else "")
         )
     return out

@@ -132,6 +132,25 @@ class CachedEmbedder:
         self._pending_keys, self._pending_vecs = [], []
 
 
+class CachedFullEmbedder(CachedEmbedder):
+    """A ``CachedEmbedder`` that also gives token vectors (``encode_full``), so the store
+    builds its token index. Token vectors are never cached (they are large): every
+    ``encode_full`` call runs the model, and stores its sentence vectors in the cache."""
+
+    def encode_full(self, texts: Sequence[str], progress: Callable[[int], None] | None = None):
+        vecs, toks = self.inner.encode_full(texts, progress)
+        index = self._load()
+        for t, v in zip(texts, vecs):
+            k = _key(t)
+            if k not in index:
+                v = np.array(v, dtype=np.float32)
+                index[k] = v
+                self._pending_keys.append(k)
+                self._pending_vecs.append(v)
+        self.misses += len(texts)
+        return vecs, toks
+
+
 class RandomVectorEmbedder:
     """Seeded random unit vectors for stored entries; the real model for queries."""
 

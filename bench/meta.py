@@ -31,6 +31,10 @@ def machine() -> dict:
     except ImportError:  # pragma: no cover
         pass
     try:
+        info["load_avg_1_5_15"] = [round(x, 2) for x in os.getloadavg()]  # other work on the machine skews latency
+    except OSError:  # pragma: no cover
+        pass
+    try:
         info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError, AttributeError):  # pragma: no cover
         pass

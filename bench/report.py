@@ -58,7 +58,7 @@ def markdown(r: dict, chart_note: str | None = None) -> str:
              f"{r.get('seconds_total')} s in all")
     L.append(f"- machine: {m.get('platform')}, {m.get('cpu_count')} CPU(s) ({m.get('processor')}), "
              f"{m.get('memory_gib')} GiB, Python {m.get('python')}, DuckDB {m.get('duckdb')}, "
-             f"onnxruntime {m.get('onnxruntime')}")
+             f"onnxruntime {m.get('onnxruntime')}; load average at the end {m.get('load_avg_1_5_15')}")
     if not latency_only:
         L.append(f"- queries scored: {r['n_queries']}; baseline: `{r.get('baseline')}`")
     for note in r.get("notes") or []:
@@ -184,6 +184,12 @@ def _latency_only(r: dict) -> list[str]:
             f"{_f((s.get('add_one') or {}).get('median_ms'), 1)} | {_f((s.get('cold_add') or {}).get('median_ms'), 0)} | "
             f"{_f((s.get('cold_search') or {}).get('median_ms'), 0)} | {_f(s.get('db_mib'), 1)} | {_f(s.get('peak_rss_mib'), 0)} |"
         )
+    for size, s in sizes.items():
+        if s.get("model_throughput_note"):
+            runs = s.get("model_items_per_s_runs")
+            L.append(f"\n{int(size):,}: {s['model_throughput_note']}" + (f" (runs: {runs} items/s)." if runs else "."))
+        if s.get("embedding_cache"):
+            L.append(f"\n{int(size):,}: embedding cache {s['embedding_cache']} (ingest time excludes cached embeddings).")
     targets = r.get("targets")
     if targets:
         L.append("\n## Issue 2 targets (reported, not asserted)\n")
@@ -223,27 +229,31 @@ def write_chart(r: dict, path: Path) -> str | None:
         ax.set_title(f"{r['dataset']} {r['protocol']}: quality (n={r['n_queries']}, 95% CI)")
         ax.legend()
     ax = axes[-1]
-    for name, c in cfgs.items():
-        if latency_only:
+    if latency_only:
+        for name, c in cfgs.items():
             by = c.get("by_size") or {}
             xs = sorted(int(s) for s in by if by[s].get("p50_ms") is not None)
+            if not xs:
+                continue
             p50 = [by[str(s)]["p50_ms"] for s in xs]
             p95 = [by[str(s)]["p95_ms"] for s in xs]
-        else:
-            if c.get("p50_ms") is None:
-                continue
-            xs = [r.get("index", {}).get("entries") or 0]
-            p50, p95 = [c["p50_ms"]], [c["p95_ms"]]
-        if not xs:
-            continue
-        err = [[0] * len(xs), [b - a for a, b in zip(p50, p95)]]
-        ax.errorbar(xs, p50, yerr=err, marker="o", capsize=3, label=name)
-    if latency_only:
+            ax.errorbar(xs, p50, yerr=[[0] * len(xs), [b - a for a, b in zip(p50, p95)]], marker="o", capsize=3,
+                        label=name)
         ax.set_xscale("log")
-    ax.set_xlabel("entries in the index")
+        ax.set_xlabel("entries in the index")
+        ax.legend()
+    else:  # one corpus size: one bar per config
+        timed = [(n, c) for n, c in cfgs.items() if c.get("p50_ms") is not None]
+        xs = list(range(len(timed)))
+        p50 = [c["p50_ms"] for _, c in timed]
+        p95 = [c["p95_ms"] for _, c in timed]
+        colors = [f"C{i}" for i, n in enumerate(cfgs) if cfgs[n].get("p50_ms") is not None]
+        ax.bar(xs, p50, yerr=[[0] * len(xs), [b - a for a, b in zip(p50, p95)]], capsize=3, color=colors)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([n for n, _ in timed])
+        ax.set_xlabel(f"config, at {r.get('index', {}).get('entries')} entries per store")
     ax.set_ylabel("warm search ms (p50, whisker to p95)")
     ax.set_title("latency per corpus size")
-    ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -68,13 +68,20 @@ class Options:
     embedder: object = None  # injected (tests, reuse across runs); built when None
 
 
-def make_embedder(cache: bool = True, cache_dir: Path | None = None):
+def make_embedder(cache: bool = True, cache_dir: Path | None = None, *, token_index: bool = False):
+    """The model, behind the on-disk cache when ``cache``. With ``token_index`` the
+    embedder also offers ``encode_full`` (token vectors for late interaction), which
+    always runs the model: token vectors are not cached."""
     from lethe_sql.udfs.embed import Embedder
 
-    from .embedders import CachedEmbedder
+    from .embedders import CachedEmbedder, CachedFullEmbedder
 
     real = Embedder()
-    return CachedEmbedder(real, cache_dir) if cache else real
+    if not cache:
+        return real
+    if token_index and hasattr(real, "encode_full"):
+        return CachedFullEmbedder(real, cache_dir)
+    return CachedEmbedder(real, cache_dir)
 
 
 @contextlib.contextmanager
@@ -208,6 +215,7 @@ class _Fetcher:
 def run(bench: BenchData, opts: Options) -> dict:
     log = opts.log
     t_start = time.perf_counter()
+    started = now_iso()
     configs = opts.configs
     names = [c.name for c in configs]
     baseline = opts.baseline or ("hybrid" if "hybrid" in names else names[0])
@@ -216,7 +224,8 @@ def run(bench: BenchData, opts: Options) -> dict:
 
         raise UsageError(f"baseline {baseline!r} is not among the configs run ({', '.join(names)})")
     select_queries(bench, opts.n_queries, opts.seed)
-    emb = opts.embedder or make_embedder(opts.cache, opts.cache_dir)
+    token_index = any(c.needs_token_index for c in configs)
+    emb = opts.embedder or make_embedder(opts.cache, opts.cache_dir, token_index=token_index)
     single = len(bench.corpora) == 1
     all_qids = [q.id for c in bench.corpora for q in c.queries]
     lat_ids = set(random.Random(opts.seed + 1).sample(all_qids, min(opts.latency_queries, len(all_qids))))
@@ -257,6 +266,14 @@ def run(bench: BenchData, opts: Options) -> dict:
                 index["stores"] += 1
                 if single:
                     log(f"indexed {built.n_items} items as {len(built.entry_items)} entries in {built.seconds:.1f} s")
+                if token_index:
+                    n_tok = store.con.execute("SELECT count(*) FROM token_vectors").fetchone()[0]
+                    if not n_tok:
+                        from lethe_sql.errors import LetheError
+
+                        need = ", ".join(c.name for c in configs if c.needs_token_index)
+                        raise LetheError(f"{need} needs the token index, and this store has none: the embedder "
+                                         "gives no token vectors (encode_full), or the store was built without them")
                 queries = []
                 for q in corpus.queries:
                     try:
@@ -301,10 +318,11 @@ def run(bench: BenchData, opts: Options) -> dict:
                         if do_pool:
                             if cfg.pool is not None:
                                 pools = cfg.pool(fetch, opts.pool_depths)
-                                chk = pool_check.setdefault(cfg.name, {"checked": 0, "mismatches": 0})
-                                chk["checked"] += 1
-                                cut = min(opts.pool_depths)
-                                chk["mismatches"] += int(pools[cut] != fetch(cfg.name, cut))
+                                if cfg.pool_is_own_order:
+                                    chk = pool_check.setdefault(cfg.name, {"checked": 0, "mismatches": 0})
+                                    chk["checked"] += 1
+                                    cut = min(opts.pool_depths)
+                                    chk["mismatches"] += int(pools[cut] != fetch(cfg.name, cut))
                             else:
                                 pools = {d: fetch(cfg.name, d) for d in opts.pool_depths}
                             for d in opts.pool_depths:
@@ -392,7 +410,7 @@ def run(bench: BenchData, opts: Options) -> dict:
         "git": git_state(),
         "machine": machine(),
         "seed": opts.seed,
-        "started": now_iso(),
+        "started": started,
         "statistics": {
             "bootstrap": f"paired percentile bootstrap of the mean difference, {stats.N_RESAMPLES} resamples, seed {opts.seed}",
             "permutation": f"paired sign-flip permutation test, two-sided, {stats.N_RESAMPLES} permutations, seed {opts.seed}",

@@ -1,0 +1,75 @@
+"""One table over every committed result: ``python -m lethe_sql.bench.summary bench/results``.
+
+Writes (or prints) ``bench/results/README.md``: per run, the data set and protocol,
+queries, and per config NDCG@10 [95% CI], Recall@10, Recall@30, MRR (Recall_any@5 for
+session-local) and warm p50/p95; then the synthetic latency runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def _quality_rows(r: dict, folder: str) -> list[str]:
+    rows = []
+    for name, c in r["configs"].items():
+        ci = c["ci95"]["ndcg@10"]
+        any5 = f"{c['recall_any@5']:.3f}" if "recall_any@5" in c else "-"
+        rows.append(
+            f"| [{folder}]({folder}/report.md) | {r['protocol']} | {r['n_queries']} | {name} | "
+            f"{c['ndcg@10']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {c['recall@10']:.3f} | {c['recall@30']:.3f} | "
+            f"{c['mrr']:.3f} | {any5} | {c.get('p50_ms')} / {c.get('p95_ms')} |"
+        )
+    return rows
+
+
+def _latency_rows(r: dict, folder: str) -> list[str]:
+    rows = []
+    for size, s in r["sizes"].items():
+        lat = " | ".join(f"{v['p50_ms']} / {v['p95_ms']}" for v in s["search"].values())
+        rows.append(
+            f"| [{folder}]({folder}/report.md) | {r['vectors']} | {int(size):,} | {s['index_items_per_s']} | "
+            f"{s.get('model_items_per_s') or '-'} | {s['add_one']['median_ms']} | "
+            f"{(s.get('cold_add') or {}).get('median_ms', '-')} | {lat} |"
+        )
+    return rows
+
+
+def summarize(root: Path) -> str:
+    quality, latency, names = [], [], None
+    for res in sorted(root.glob("*/results.json")):
+        r = json.loads(res.read_text())
+        folder = res.parent.name
+        if r.get("protocol") == "latency":
+            names = names or list(r["configs"])
+            latency.extend(_latency_rows(r, folder))
+        else:
+            quality.extend(_quality_rows(r, folder))
+    out = ["# Committed benchmark results", "",
+           "Each folder holds `results.json`, `report.md` (command, data sha256, version, machine, seed) and "
+           "`chart.png`. Regenerate this table with `python -m lethe_sql.bench.summary bench/results`.", ""]
+    if quality:
+        out += ["## Quality", "",
+                "| run | protocol | queries | config | NDCG@10 [95% CI] | Recall@10 | Recall@30 | MRR | Recall_any@5 | "
+                "warm p50 / p95 ms |",
+                "|---|---|---|---|---|---|---|---|---|---|", *quality, ""]
+    if latency:
+        cols = " | ".join(f"{n} p50 / p95 ms" for n in (names or []))
+        out += ["## Scale and latency (synthetic corpus)", "",
+                f"| run | vectors | entries | ingest items/s | bare model items/s | store.add ms | cold `lethe add` ms | {cols} |",
+                "|---|---|---|---|---|---|---|" + "---|" * len(names or []), *latency, ""]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    root = Path(argv[0] if argv else "bench/results")
+    text = summarize(root)
+    (root / "README.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
