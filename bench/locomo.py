@@ -23,6 +23,7 @@ question left without evidence is skipped (both reported in the notes).
 from __future__ import annotations
 
 import json
+import random
 import re
 from datetime import datetime
 from pathlib import Path
@@ -84,7 +85,30 @@ def _sessions(conv: dict) -> list[tuple[int, list[dict], datetime | None]]:
     return sorted(out, key=lambda s: s[0])
 
 
-def load(path: str | Path, protocol: str = "turn-global", *, limit_conversations: int | None = None) -> BenchData:
+SUBSETS = ("tune", "report")
+
+
+def split_conversations(ids: list[str], seed: int = 0) -> dict[str, list[str]]:
+    """A seeded split of conversation ids into ``tune`` (the larger half when odd) and
+    ``report``: defaults are chosen on ``tune`` questions and reported on ``report``
+    questions, whose conversations the tuning never looked at."""
+    order = sorted(ids)
+    random.Random(seed).shuffle(order)
+    half = (len(order) + 1) // 2
+    return {"tune": sorted(order[:half]), "report": sorted(order[half:])}
+
+
+def load(
+    path: str | Path,
+    protocol: str = "turn-global",
+    *,
+    limit_conversations: int | None = None,
+    subset: str | None = None,
+    split_seed: int = 0,
+) -> BenchData:
+    """``subset`` (``tune`` or ``report``) keeps only the questions of that half of the
+    conversations (``split_conversations``); the corpus stays whole, so every run over
+    the file searches the same turns."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"LoCoMo has no protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     path = Path(path)
@@ -98,6 +122,12 @@ def load(path: str | Path, protocol: str = "turn-global", *, limit_conversations
         raise ValueError(f"{path} is not in LoCoMo layout (a list of objects with 'conversation' and 'qa')")
     if limit_conversations:
         data = data[:limit_conversations]
+    keep_questions: set[str] | None = None
+    if subset is not None:
+        if subset not in SUBSETS:
+            raise ValueError(f"--subset is one of {', '.join(SUBSETS)}, not {subset!r}")
+        cids = [str(c.get("sample_id") or f"conv-{i}") for i, c in enumerate(data)]
+        keep_questions = set(split_conversations(cids, split_seed)[subset])
 
     bench = BenchData(
         dataset="locomo",
@@ -130,7 +160,7 @@ def load(path: str | Path, protocol: str = "turn-global", *, limit_conversations
             if protocol == "session-local" and lines:
                 items.append(Item(sid, "\n".join(lines), session=sid, heading=f"{cid} session {n}", created_at=when))
         queries: list[Query] = []
-        for qi, qa in enumerate(conv_obj.get("qa", [])):
+        for qi, qa in enumerate(conv_obj.get("qa", []) if keep_questions is None or cid in keep_questions else []):
             cat = str(qa.get("category"))
             if cat not in CATEGORIES:
                 skipped_cat5 += 1
@@ -156,6 +186,11 @@ def load(path: str | Path, protocol: str = "turn-global", *, limit_conversations
     bench.notes.append(
         f"{len(data)} conversation(s); questions of categories 1-4 only ({skipped_cat5} of category 5 left out)"
     )
+    if keep_questions is not None:
+        bench.notes.append(
+            f"subset {subset} (split seed {split_seed}): questions of {', '.join(sorted(keep_questions))} only; "
+            "every conversation's turns are indexed"
+        )
     if dropped_ids or skipped:
         bench.notes.append(
             f"{dropped_ids} evidence id(s) matched no turn and were dropped; "

@@ -12,6 +12,11 @@ Two judges exist:
   cross product costs ~30 ms for a 30-entry pool, numpy well under 1 ms).
   ``tests/test_judges.py`` checks both give the same scores.
 
+The late-interaction judge is not used alone: the pipeline blends its z-scored
+score with the first stage's z-scored context-field BM25 (``pipeline.blend``,
+weights in ``Settings.blend_*``); over the same pool MaxSim alone scores .573
+NDCG@10 on the LoCoMo dev7 tune half, the blend .606 (bench/results/default-search.md).
+
 Each judge also maps its scores to a logit scale for the learning rules
 (``sigmoid(-logit)`` is how badly an entry lost): cross-encoder scores are
 logits already; late-interaction scores are z-scored within the pool.
@@ -72,6 +77,8 @@ class LateInteractionJudge:
     #: adaptive depth: go deep when the best score is below this (mean cosine of
     #: best-matching tokens; chosen on the dev half of LoCoMo, see bench/results).
     default_threshold = 0.55
+    #: the final order blends this judge's score with the first stage's (pipeline.blend)
+    blend = True
 
     def __init__(self, idf: bool = True) -> None:
         self.idf = idf

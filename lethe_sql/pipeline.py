@@ -2,10 +2,14 @@
 
     query -> embed once (sentence vector + token vectors, one forward pass)
           -> cue: nearest query-cluster centroid (0 before the first k-means fit)
-          -> lethe_candidates(): BM25 + dense, RRF, minus alpha * suppression  (SQL)
+          -> lethe_candidates(): lethe_fused (z-scored BM25, context-field BM25 and
+             cosine; or RRF with fusion = "rrf"), minus alpha * suppression  (SQL)
           -> judge the top k_shallow; only if the best score is below the
              threshold, widen to k_deep and judge only the new candidates
-          -> final order by judge score -> top_k
+          -> late interaction: final score = blend() of the z-scored MaxSim and the
+             first stage's z-scored signals over the judged pool; a cross-encoder's
+             logit is used as is
+          -> final order by that score -> top_k
           -> learning update (when the search may learn)
 
 ``explain`` is not a second implementation: it is the trace this function keeps.
@@ -22,7 +26,8 @@ from .settings import Settings
 
 CANDIDATES_SQL = """SELECT c.*, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier
 FROM lethe_candidates($q, $qvec, $k, depth := $depth, cue := $cue, step := $step,
-                      alpha := $alpha, decay := $decay) AS c
+                      alpha := $alpha, decay := $decay, rrf := $rrf,
+                      w_bm25 := $w_bm25, w_ctx := $w_ctx, w_dense := $w_dense) AS c
 JOIN entries AS e USING (id)
 ORDER BY c.pool_rank"""
 
@@ -45,7 +50,10 @@ class Candidate:
     created_at: object
     session_id: str | None
     tier: str
-    judge_score: float | None = None
+    ctx_rank: int | None = None
+    ctx_score: float | None = None
+    judge_score: float | None = None   # what the final order sorts by (the blend, for late interaction)
+    judge_raw: float | None = None     # the judge's own score (MaxSim, cross-encoder logit)
     judge_rank: int | None = None
     final_rank: int | None = None
     deep: bool = False
@@ -69,7 +77,8 @@ def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int
     cur = con.execute(
         CANDIDATES_SQL,
         dict(q=enc.text, qvec=enc.vec_text, k=int(k), depth=int(depth), cue=int(cue), step=int(step),
-             alpha=float(s.rif_alpha) if s.rif else 0.0, decay=float(s.rif_lambda)),
+             alpha=float(s.rif_alpha) if s.rif else 0.0, decay=float(s.rif_lambda),
+             rrf=s.fusion == "rrf", w_bm25=float(s.w_bm25), w_ctx=float(s.w_ctx), w_dense=float(s.w_dense)),
     )
     names = [d[0] for d in cur.description]
     out = []
@@ -81,6 +90,7 @@ def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int
                 suppression=float(r["suppression"]), adjusted=float(r["adjusted"]),
                 bm25_rank=r["bm25_rank"], bm25_score=r["bm25_score"],
                 dense_rank=r["dense_rank"], dense_score=r["dense_score"],
+                ctx_rank=r["ctx_rank"], ctx_score=r["ctx_score"],
                 content=r["content"], text=r["text"], source=r["source"], heading=r["heading"],
                 created_at=r["created_at"], session_id=r["session_id"], tier=r["tier"],
             )
@@ -120,7 +130,10 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
             scores.update(judge.score(con, enc, [c.id for c in fresh]))
             pool = wide
         for c in pool:
-            c.judge_score = scores.get(c.id)
+            c.judge_raw = scores.get(c.id)
+        final = blend(pool, settings) if getattr(judge, "blend", False) else None
+        for c in pool:
+            c.judge_score = final[c.id] if final is not None else c.judge_raw
         ordered = sorted(pool, key=lambda c: (-(c.judge_score if c.judge_score is not None else float("-inf")), c.pool_rank))
         for r, c in enumerate(ordered, 1):
             c.judge_rank = r
@@ -150,6 +163,30 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
         timings["learn"] = (time.perf_counter() - t2) * 1000
     timings["total"] = (time.perf_counter() - t0) * 1000
     return Outcome(results, pool, judge.name if judge else None, cue, step, deep, learned, rif, timings, notes)
+
+
+def _z(x):
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)
+    sd = float(x.std()) if len(x) > 1 else 0.0
+    return (x - x.mean()) / sd if sd > 1e-12 else np.zeros_like(x)
+
+
+def blend(pool: list[Candidate], s: Settings) -> dict[str, float]:
+    """The final score of a late-interaction search: the judge's score and the first
+    stage's signals, each z-scored over the judged pool, weighted (``Settings.blend_*``).
+    The same z-scoring as ``lethe_fused``; weights chosen on the LoCoMo tune half."""
+    w = {"judge_raw": s.blend_judge, "bm25_score": s.blend_bm25, "ctx_score": s.blend_ctx,
+         "dense_score": s.blend_dense}
+    total = sum(abs(v) for v in w.values()) or 1.0
+    import numpy as np
+
+    out = np.zeros(len(pool))
+    for f, wt in w.items():
+        if wt:
+            out += wt * _z([getattr(c, f) or 0.0 for c in pool])
+    return {c.id: float(v) / total for c, v in zip(pool, out)}
 
 
 def affinity_after(a: float, logit: float) -> float:

@@ -18,6 +18,19 @@ class Settings:
     k_shallow: int = 30             # pool the judge scores first
     k_deep: int = 100               # pool when the best shallow score is below the threshold
     judge: str = "auto"             # auto | cross-encoder | late-interaction | none
+    # First stage (lethe_candidates): "z" = lethe_fused, z-scored BM25 / context-field BM25 /
+    # cosine over the union of each list's top `depth`, weighted; "rrf" = lethe_hybrid.
+    fusion: str = "z"
+    w_bm25: float = 0.0             # BM25 over the entry's own text (its top `depth` still joins the pool)
+    w_ctx: float = 1.0              # BM25 over the context field (the text with its session neighbours)
+    w_dense: float = 1.0
+    # Late-interaction final score: z-scored MaxSim blended with the first stage's
+    # z-scored signals over the judged pool (pipeline.blend). All weights were chosen on
+    # the tune half of LoCoMo dev7's conversations (bench/results/README.md).
+    blend_judge: float = 1.0
+    blend_bm25: float = 0.0
+    blend_ctx: float = 0.5
+    blend_dense: float = 0.0
     rerank_threshold: float | None = None  # None: the judge's own default
     rif: bool = True
     n_clusters: int = 30

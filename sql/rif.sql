@@ -19,16 +19,27 @@ CREATE OR REPLACE MACRO lethe_cue(qvec) AS (
         0)
 );
 
--- First-stage candidates for the judge: BM25 and dense lists of depth
--- greatest(k, depth), RRF-fused, minus alpha * suppression for the query's cue,
--- apoptotic entries left out, best k by the adjusted score.
+-- First-stage candidates for the judge: the fused list (lethe_fused: z-scored BM25,
+-- context-field BM25 and cosine; or, with rrf := true, lethe_hybrid's RRF of BM25 and
+-- cosine) over lists of depth greatest(k, depth), minus alpha * suppression for the
+-- query's cue, apoptotic entries left out, best k by the adjusted score.
 CREATE OR REPLACE MACRO lethe_candidates(q, qvec, k, depth := 30, cue := 0, step := 0,
-                                         alpha := 0.3, decay := 0.005) AS TABLE
+                                         alpha := 0.3, decay := 0.005, rrf := false,
+                                         w_bm25 := 1.0, w_ctx := 1.0, w_dense := 1.0) AS TABLE
 WITH
-    h AS (SELECT * FROM lethe_hybrid(q, qvec, 2 * greatest(k, depth), depth := greatest(k, depth))),
+    h AS (
+        SELECT id, score, bm25_rank, bm25_score, dense_rank, dense_score, ctx_rank, ctx_score
+        FROM lethe_fused(q, qvec, 2 * greatest(k, depth), depth := greatest(k, depth),
+                         w_bm25 := w_bm25, w_ctx := w_ctx, w_dense := w_dense)
+        WHERE NOT rrf
+        UNION ALL
+        SELECT id, score, bm25_rank, bm25_score, dense_rank, dense_score, NULL AS ctx_rank, NULL AS ctx_score
+        FROM lethe_hybrid(q, qvec, 2 * greatest(k, depth), depth := greatest(k, depth))
+        WHERE rrf
+    ),
     s AS (SELECT * FROM lethe_suppression_at(cue, step, decay := decay)),
     a AS (
-        SELECT h.id, h.bm25_rank, h.bm25_score, h.dense_rank, h.dense_score,
+        SELECT h.id, h.bm25_rank, h.bm25_score, h.dense_rank, h.dense_score, h.ctx_rank, h.ctx_score,
                h.score AS fused, coalesce(s.s, 0) AS suppression,
                h.score - alpha * coalesce(s.s, 0) AS adjusted
         FROM h
@@ -36,7 +47,7 @@ WITH
         LEFT JOIN s USING (id)
         WHERE e.tier <> 'apoptotic'
     )
-SELECT *, row_number() OVER (ORDER BY adjusted DESC, id) AS pool_rank
+SELECT *, row_number() OVER (ORDER BY round(adjusted, 9) DESC, id) AS pool_rank
 FROM a
 ORDER BY pool_rank
 LIMIT k;

@@ -17,12 +17,13 @@ from lethe_sql.resources import resource_dir
 # The public SQL surface. Changing it is a decision: update README.md with it.
 SURFACE_MACROS = {
     "lethe_tokens", "lethe_bm25", "lethe_dense", "lethe_hybrid",   # first stage
+    "lethe_bm25_ctx", "lethe_fused",                              # context field, z-scored fusion
     "lethe_maxsim",                                               # late-interaction judge
     "lethe_cue", "lethe_suppression_at", "lethe_candidates",      # RIF
 }
 SURFACE_VIEWS = {"lethe_memories", "lethe_suppression", "lethe_lifecycle"}
 TABLES = {"meta", "entries", "entry_sources", "source_files", "schema_migrations", "token_vectors", "token_df",
-          "query_log", "rif_centroids", "rif_suppression", "absorbed"}
+          "query_log", "rif_centroids", "rif_suppression", "absorbed", "entry_context"}
 
 
 def test_connect_creates_schema_and_loads_fts_offline(tmp_path):

@@ -1,0 +1,106 @@
+"""Score-normalised fusion (lethe_fused), the candidates macro's two fusions, and the
+late-interaction blend of the default search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lethe_sql import MemoryStore
+from lethe_sql.markdown import Document
+from lethe_sql.settings import Settings
+from lethe_sql.vectors import vec_literal
+
+TURNS = [
+    ("s1", "Caroline: I went to the LGBTQ support group yesterday"),
+    ("s1", "Melanie: That sounds powerful, how did it feel?"),
+    ("s1", "Caroline: It felt like home, everyone shared their stories"),
+    ("s1", "Melanie: I am so glad you found them"),
+    ("s2", "Melanie: We went camping at the lake with the kids"),
+    ("s2", "Caroline: Did they enjoy the campfire?"),
+    ("s2", "Melanie: They roasted marshmallows all night"),
+    ("s3", "Caroline: I am researching adoption agencies"),
+    ("s3", "Melanie: Which agencies are you looking at?"),
+    ("s3", "Caroline: One that supports LGBTQ parents"),
+    ("s3", "Melanie: Painting helps me relax after work"),
+    ("s3", "Caroline: I should try painting sometime"),
+]
+QUERY = "what did Caroline say about the support group"
+
+
+@pytest.fixture()
+def store(tmp_path, embedder):
+    s = MemoryStore(tmp_path / "p", embedder=embedder)
+    s.put_documents("conv", [Document(content=t, session_id=sid) for sid, t in TURNS])
+    yield s
+    s.close()
+
+
+def _z(x):
+    x = np.asarray(x, dtype=np.float64)
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
+
+
+def test_fused_is_the_weighted_mean_of_z_scores_over_the_union_of_lists(store):
+    con = store.con
+    qvec = store.embed_query(QUERY)
+    depth, w = 4, {"bm25": 0.5, "ctx": 1.0, "dense": 2.0}
+    rows = con.execute(
+        "SELECT id, score, rank, bm25_score, ctx_score, dense_score FROM lethe_fused(?, ?, 100, depth := ?, "
+        "w_bm25 := ?, w_ctx := ?, w_dense := ?) ORDER BY rank",
+        [QUERY, vec_literal(qvec), depth, w["bm25"], w["ctx"], w["dense"]],
+    ).fetchall()
+    b = dict(con.execute("SELECT id, score FROM lethe_bm25(?, 1000)", [QUERY]).fetchall())
+    c = dict(con.execute("SELECT id, score FROM lethe_bm25_ctx(?, 1000)", [QUERY]).fetchall())
+    emb = {i: np.asarray(v, dtype=np.float32) for i, v in con.execute("SELECT id, embedding FROM entries").fetchall()}
+    d = {i: float(v @ qvec) for i, v in emb.items()}
+
+    def top(scores):
+        return {i for i, _ in sorted(scores.items(), key=lambda kv: (-round(kv[1], 9), kv[0]))[:depth]}
+
+    ids = top(b) | top(c) | top(d)
+    assert {r[0] for r in rows} == ids
+    order = sorted(ids)
+    zs = (w["bm25"] * _z([b.get(i, 0.0) for i in order]) + w["ctx"] * _z([c.get(i, 0.0) for i in order])
+          + w["dense"] * _z([d[i] for i in order])) / sum(w.values())
+    expected = dict(zip(order, zs))
+    for i, score, rank, bs, cs, ds in rows:
+        assert score == pytest.approx(expected[i], abs=1e-6)
+        assert bs == pytest.approx(b.get(i, 0.0)) and cs == pytest.approx(c.get(i, 0.0))
+        assert ds == pytest.approx(d[i], abs=1e-5)
+    assert [r[2] for r in rows] == list(range(1, len(rows) + 1))
+    assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
+
+
+def test_candidates_offer_both_fusions(store):
+    con = store.con
+    qv = vec_literal(store.embed_query(QUERY))
+    rrf = con.execute("SELECT id, fused FROM lethe_candidates(?, ?, 5, depth := 5, rrf := true) ORDER BY pool_rank",
+                      [QUERY, qv]).fetchall()
+    hybrid = con.execute("SELECT id, score FROM lethe_hybrid(?, ?, 10, depth := 5) ORDER BY round(score, 9) DESC, id",
+                         [QUERY, qv]).fetchall()
+    assert [r[0] for r in rrf] == [r[0] for r in hybrid[:5]]
+    assert [r[1] for r in rrf] == pytest.approx([r[1] for r in hybrid[:5]])
+    z = con.execute("SELECT id, fused, ctx_score FROM lethe_candidates(?, ?, 5, depth := 5) ORDER BY pool_rank",
+                    [QUERY, qv]).fetchall()
+    fused = con.execute("SELECT id, score FROM lethe_fused(?, ?, 5, depth := 5) ORDER BY rank", [QUERY, qv]).fetchall()
+    assert [r[0] for r in z] == [r[0] for r in fused]
+    assert all(r[2] is not None for r in z)
+
+
+def test_default_search_orders_by_the_blend_of_maxsim_and_context_bm25(store):
+    s = Settings(k_deep=30)  # no deep pass with 12 entries
+    out = store.search_outcome(QUERY, judge="late-interaction", learn=False, settings=s)
+    assert out.judge == "late-interaction"
+    pool = out.pool
+    raw = np.array([c.judge_raw for c in pool])
+    ctx = np.array([c.ctx_score for c in pool])
+    expected = (s.blend_judge * _z(raw) + s.blend_ctx * _z(ctx)) / (s.blend_judge + s.blend_ctx)
+    for c, e in zip(pool, expected):
+        assert c.judge_score == pytest.approx(e, abs=1e-9)
+    scores = [c.judge_score for c in out.results]
+    assert scores == sorted(scores, reverse=True)
+    hits = store.search(QUERY, learn=False, top_k=3)
+    assert [h.id for h in hits] == [c.id for c in out.results[:3]]
+    assert store.con.execute("SELECT count(*) FROM query_log").fetchone()[0] == 0
