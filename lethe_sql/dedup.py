@@ -165,6 +165,39 @@ def fetch_vectors(con, where: str = "TRUE", params: Sequence = ()) -> tuple[list
     return ids, lens, mat
 
 
+# Batches up to this size look for their near-duplicates with one scan in SQL and
+# fetch only those vectors; larger ones fetch every vector and compare in numpy.
+SQL_PREFILTER_MAX = 64
+# Slack under the threshold for the SQL prefilter: DuckDB and numpy may round a
+# float32 dot product differently; the exact decision is numpy's, on the fetched rows.
+_PREFILTER_SLACK = 1e-4
+
+
+def candidate_ids(con, vectors: np.ndarray, threshold: float) -> list[str]:
+    """Ids of entries within ``threshold`` (less a little slack) of any of ``vectors``,
+    found by one scan in SQL; the caller re-checks them exactly."""
+    from .vectors import vec_literal
+
+    thr = float(threshold) - _PREFILTER_SLACK
+    lits = [vec_literal(v) for v in np.asarray(vectors, dtype=np.float32)]
+    if not lits:
+        return []
+    if len(lits) == 1:  # a constant vector: the cast folds once, one plain filtered scan
+        rows = con.execute(
+            "SELECT id FROM entries WHERE embedding IS NOT NULL "
+            "AND array_inner_product(embedding, CAST(? AS FLOAT[384])) >= ?",
+            [lits[0], thr],
+        ).fetchall()
+    else:
+        rows = con.execute(
+            """WITH n AS MATERIALIZED (SELECT CAST(v AS FLOAT[384]) AS v FROM (SELECT unnest(?::VARCHAR[]) AS v))
+               SELECT DISTINCT e.id FROM entries AS e, n
+               WHERE e.embedding IS NOT NULL AND array_inner_product(e.embedding, n.v) >= ?""",
+            [lits, thr],
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
 def exempt_ids(con) -> set[str]:
     return {r[0] for r in con.execute("SELECT id FROM dedup_exempt").fetchall()}
 

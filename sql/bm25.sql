@@ -32,7 +32,9 @@ WITH
     )
 SELECT docs.name AS id,
        scored.score AS score,
-       row_number() OVER (ORDER BY scored.score DESC, docs.name) AS rank
+       -- rounded for ranking: a parallel sum may differ in the last bits between runs,
+       -- and equal scores must fall back to the id, not to the order of addition
+       row_number() OVER (ORDER BY round(scored.score, 9) DESC, docs.name) AS rank
 FROM scored JOIN fts_main_entries.docs AS docs USING (docid)
 ORDER BY rank
 LIMIT k;
