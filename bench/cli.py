@@ -15,6 +15,7 @@ import typer
 
 DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic")
 DEFAULT_CONFIGS = ("bm25", "dense", "hybrid")
+LEARNING_PROTOCOLS = ("prequential", "split")
 DEFAULT_PROTOCOL = {"locomo": "turn-global", "longmemeval": "turn-global", "nfcorpus": "beir", "beir": "beir",
                     "synthetic": "latency"}
 
@@ -30,11 +31,13 @@ def _canonical_command(dataset, path, configs, opts: dict) -> str:
     return shlex.join(parts)
 
 
-def _load(dataset: str, path: Path, protocol: str, limit_conversations, limit_questions):
+def _load(dataset: str, path: Path, protocol: str, limit_conversations, limit_questions, subset=None, split_seed=0):
+    if subset is not None and dataset != "locomo":
+        raise ValueError("--subset splits LoCoMo conversations; it applies to locomo only")
     if dataset == "locomo":
         from .locomo import load
 
-        return load(path, protocol, limit_conversations=limit_conversations)
+        return load(path, protocol, limit_conversations=limit_conversations, subset=subset, split_seed=split_seed)
     if dataset == "longmemeval":
         from .longmemeval import load
 
@@ -56,6 +59,12 @@ def _summary(r: dict) -> str:
             )
             for c, v in s["search"].items():
                 lines.append(f"      {c:<8} p50 {v['p50_ms']} ms  p95 {v['p95_ms']} ms")
+            lr = s.get("learning")
+            if lr:
+                lines.append(
+                    f"      {lr['judge']} judge: off p50 {lr['judge_off']['p50_ms']} ms, on p50 {lr['judge_on']['p50_ms']} ms, "
+                    f"on + learning p50 {lr['judge_on_learning']['p50_ms']} ms; learning update p50 "
+                    f"{lr['learn_update']['p50_ms']} ms p95 {lr['learn_update']['p95_ms']} ms; refit {lr['refit']['ms']} ms")
         lines.extend(f"  target: {t}" for t in r.get("targets", []))
         return "\n".join(lines)
     for name, c in r["configs"].items():
@@ -72,7 +81,31 @@ def _summary(r: dict) -> str:
     if r.get("bm25_check"):
         b = r["bm25_check"]
         lines.append(f"  independent BM25 NDCG@10 {b['independent_ndcg@10']:.4f} vs SQL {b['sql_ndcg@10']:.4f}")
+    lines.extend(_learning_summary(r.get("learning")))
     return "\n".join(lines)
+
+
+def _learning_summary(lr: dict | None) -> list[str]:
+    if not lr:
+        return []
+    out = [f"  learning protocol: {lr['protocol']}"]
+    if lr.get("split"):
+        sp = lr["split"]
+        out.append(f"  split: learned from {sp['draws']} draws over {sp['train_queries']} training questions "
+                   f"({sp['hot_queries']} hot, {sp['hot_draw_share']} of draws), scored {sp['test_queries']} held out")
+    for name, p in (lr.get("pairs") or {}).items():
+        o = p["overall"]
+        out.append(f"  {name} vs {p['against']}: dNDCG@10 {o['delta']:+.4f} [{o['ci95'][0]:+.4f}, {o['ci95'][1]:+.4f}] "
+                   f"p={o['p']:.4f} (n={o['n']})")
+        if p.get("second_half"):
+            h = p["second_half"]
+            out.append(f"    second half of the stream: {h['delta']:+.4f} [{h['ci95'][0]:+.4f}, {h['ci95'][1]:+.4f}] "
+                       f"p={h['p']:.4f} (n={h['n']})")
+    for name, c in (lr.get("configs") or {}).items():
+        u, t = c["learn_update_ms"], c["search_with_learning_ms"]
+        out.append(f"  {name}: learning update p50 {u['p50_ms']} ms p95 {u['p95_ms']} ms; search with learning "
+                   f"p50 {t['p50_ms']} ms p95 {t['p95_ms']} ms ({c['learning_searches']} learning searches)")
+    return out
 
 
 def bench_command(
@@ -81,14 +114,27 @@ def bench_command(
         ..., help="The data file or folder (never copied). For synthetic: corpus sizes, e.g. 10k,50k,200k."
     ),
     config: Optional[List[str]] = typer.Option(
-        None, "--config", "-c", help="A config to run (repeat): bm25, dense, hybrid. Default: all three."
+        None, "--config", "-c", help="A config to run (repeat): bm25, dense, hybrid, hybrid+li, hybrid+rerank; "
+        "learning configs hybrid+li+rif, hybrid+rerank+rif (need --protocol prequential or split). "
+        "Default: bm25, dense, hybrid."
     ),
     queries: Optional[int] = typer.Option(None, "--queries", min=1, help="Score a seeded sample of N queries."),
     seed: int = typer.Option(0, "--seed", help="Seed for sampling, bootstrap and permutations."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write results.json, report.md and chart.png here."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
     protocol: Optional[str] = typer.Option(
-        None, "--protocol", help="turn-global (default) or session-local for locomo/longmemeval; beir for BEIR."
+        None, "--protocol", help="How queries are scored. A corpus construction, each query scored alone "
+        "(nothing learns): turn-global (default) or session-local for locomo/longmemeval, beir for BEIR. "
+        "Or a learning protocol over the data set's default corpus (or --corpus): prequential (one seeded stream, "
+        "each query scored before its own learning update; reported overall and on the second half) or split "
+        "(learn on a seeded half of the questions, 70% of draws from a hot 20% of it, freeze, score the other half)."
+    ),
+    corpus: Optional[str] = typer.Option(
+        None, "--corpus", help="Corpus construction under a learning protocol: turn-global, session-local or beir "
+        "(default: the data set's default)."
+    ),
+    train_draws: Optional[int] = typer.Option(
+        None, "--train-draws", min=0, help="split: learning searches over the training half (default: twice its size)."
     ),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="Config the others are compared with (default hybrid)."),
     pool_diagnostic: bool = typer.Option(
@@ -100,6 +146,11 @@ def bench_command(
     bm25_check: bool = typer.Option(True, "--bm25-check/--no-bm25-check", help="Compare with an independent BM25."),
     limit_conversations: Optional[int] = typer.Option(None, "--limit-conversations", min=1, help="LoCoMo: first N conversations only."),
     limit_questions: Optional[int] = typer.Option(None, "--limit-questions", min=1, help="LongMemEval: first N questions only."),
+    subset: Optional[str] = typer.Option(
+        None, "--subset", help="LoCoMo: score only the questions of the tune or report half of the conversations "
+        "(seeded split, --split-seed); every conversation is still indexed."
+    ),
+    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the --subset conversation split."),
     vectors: str = typer.Option("real", "--vectors", help="synthetic: real (MiniLM) or random (seeded unit vectors, latency only)."),
     model_throughput: bool = typer.Option(
         False, "--model-throughput", help="synthetic: also time the bare model on the same texts (use with --no-cache)."
@@ -143,14 +194,30 @@ def _run(**kw):
     names = list(kw["config"] or DEFAULT_CONFIGS)
     configs = resolve(names)
     protocol = kw["protocol"] or DEFAULT_PROTOCOL[dataset]
+    learning = None
+    if protocol in LEARNING_PROTOCOLS:
+        if dataset == "synthetic":
+            raise UsageError("the synthetic corpus has only the latency protocol")
+        learning, protocol = protocol, kw["corpus"] or DEFAULT_PROTOCOL[dataset]
+    elif kw["corpus"] is not None:
+        raise UsageError(f"--corpus goes with --protocol prequential or split; --protocol {protocol} is a corpus already")
+    if kw["train_draws"] is not None and learning != "split":
+        raise UsageError("--train-draws goes with --protocol split")
+    from .configs import learns
+
+    if learning is None and any(learns(c) for c in configs):
+        raise UsageError(f"{', '.join(c.name for c in configs if learns(c))} learn(s) from every search: run with "
+                         "--protocol prequential or --protocol split")
     if kw["vectors"] not in ("real", "random"):
         raise UsageError("--vectors is real or random")
     command = _canonical_command(
         dataset, kw["path"], names,
-        {"--protocol": kw["protocol"], "--queries": kw["queries"], "--seed": kw["seed"], "--baseline": kw["baseline"],
+        {"--protocol": kw["protocol"], "--corpus": kw["corpus"], "--train-draws": kw["train_draws"],
+         "--queries": kw["queries"], "--seed": kw["seed"], "--baseline": kw["baseline"],
          "--no-pool-diagnostic": not kw["pool_diagnostic"], "--latency-queries": kw["latency_queries"],
          "--no-cold": not kw["cold"], "--no-cache": not kw["cache"], "--no-bm25-check": not kw["bm25_check"],
          "--limit-conversations": kw["limit_conversations"], "--limit-questions": kw["limit_questions"],
+         "--subset": kw["subset"], "--split-seed": kw["split_seed"] if kw["subset"] else None,
          "--vectors": kw["vectors"] if dataset == "synthetic" else None,
          "--model-throughput": kw["model_throughput"], "--json": kw["json_out"],
          "--out": kw["out"]},
@@ -168,6 +235,8 @@ def _run(**kw):
         workdir=kw["workdir"],
         command=command,
         log=Log(not kw["quiet"]),
+        learning=learning,
+        train_draws=kw["train_draws"],
     )
     if dataset == "synthetic":
         if protocol != "latency":
@@ -182,8 +251,9 @@ def _run(**kw):
         raise UsageError(f"no such data file or folder: {path}")
     from .runner import run
 
-    opts.log(f"loading {dataset} ({protocol}) from {path}")
-    bench = _load(dataset, path, protocol, kw["limit_conversations"], kw["limit_questions"])
+    opts.log(f"loading {dataset} ({protocol}{', ' + learning if learning else ''}) from {path}")
+    bench = _load(dataset, path, protocol, kw["limit_conversations"], kw["limit_questions"], kw["subset"],
+                  kw["split_seed"])
     if kw["baseline"] and kw["baseline"] not in [c.name for c in configs]:
         raise UsageError(f"--baseline {kw['baseline']!r} is not among the configs run ({', '.join(c.name for c in configs)})")
     result = run(bench, opts)

@@ -171,3 +171,100 @@ def resolve(names: list[str]) -> list[Config]:
             + (f" (planned, not built yet: {', '.join(planned)})" if planned else "")
         )
     return out
+
+
+# -- learning configs (issue 4: RIF measured honestly) ----------------------------
+#
+# A learning config changes its store with every search, so the runner gives each one
+# its own copy of the freshly built store and runs it only under a learning protocol
+# (``--protocol prequential`` or ``split``, ``bench/runner.py``). ``search`` is the
+# frozen pipeline (learning off, learned suppression applied): used to score the held-out
+# half of ``split`` and for warm latency. ``step`` is one search as a user runs it
+# (``Settings.top_k`` results, 10 by default, are the winners the update reinforces;
+# the rest of the judged pool are losers), returning the judged order of the whole
+# pool, ``depth`` deep, and the pipeline's timings; the ranking is computed before the
+# update it triggers, so a query is always scored before its own update.
+
+
+@dataclass(frozen=True)
+class LearningConfig(Config):
+    judge: str = "late-interaction"
+    static: str | None = None  # the same pipeline with learning off: the paired comparison
+    learns: bool = True
+    overrides: tuple = ()  # Settings overrides shared with the static config, as (field, value) pairs
+
+    def settings(self, store):
+        return store.settings.with_(**dict(self.overrides))
+
+    def step(self, store, query: str, depth: int = 30) -> tuple[list[str], dict]:
+        out = store.search_outcome(query, judge=self.judge, learn=True, settings=self.settings(store))
+        if not out.learned:
+            from lethe_sql.errors import LetheError
+
+            raise LetheError(f"config {self.name!r}: the search did not learn (read-only store?)")
+        ranked = sorted(out.pool, key=lambda c: (c.judge_rank if c.judge_rank is not None else 1 << 30, c.pool_rank))
+        return [c.id for c in ranked][:depth], dict(out.timings_ms, deep=float(out.deep))
+
+
+def learns(config: Config) -> bool:
+    return bool(getattr(config, "learns", False))
+
+
+
+
+def _fused(store, query: str, top_k: int = 10, depth: int = 30) -> list[str]:
+    """The first stage alone: lethe_fused with the store's settings (no judge)."""
+    from lethe_sql.search import clean_query
+    from lethe_sql.vectors import vec_literal
+
+    s = store.settings
+    q = clean_query(query)
+    rows = store.con.execute(
+        "SELECT id FROM lethe_fused(?, ?, ?, depth := ?, w_bm25 := ?, w_ctx := ?, w_dense := ?) ORDER BY rank",
+        [q, vec_literal(store.embed_query(q)), int(top_k), int(max(top_k, depth)), float(s.w_bm25),
+         float(s.w_ctx), float(s.w_dense)],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _fused_pool(fetch, depths) -> dict:
+    return {n: fetch("fused", n) for n in depths}
+
+
+def _default(store, query: str, top_k: int = 10, depth: int = 30) -> list[str]:
+    return [h.id for h in store.search(query, top_k=top_k, learn=False)]
+
+
+register(Config("fused", "first stage alone: z-scored BM25, context-field BM25 and cosine (lethe_fused, "
+                "default weights)", _fused))
+register(Config("default", "MemoryStore.search(query, top_k) with default settings, learning off: lethe_fused "
+                "pool, late-interaction judge blended with context BM25 (or the cross-encoder when installed)",
+                _default, _pipeline_missing, pool=_fused_pool, pool_is_own_order=False, needs_token_index=True))
+
+
+HYBRID_LI = (("fusion", "rrf"), ("blend_judge", 1.0), ("blend_bm25", 0.0), ("blend_ctx", 0.0), ("blend_dense", 0.0))
+
+
+def _li_over_hybrid(store, query: str, top_k: int = 10, depth: int = 30) -> list[str]:
+    """hybrid+li as it was before the default changed: RRF pool, MaxSim alone orders it."""
+    s = store.settings.with_(**dict(HYBRID_LI))
+    out = store.search_outcome(query, top_k=top_k, judge="late-interaction", learn=False, settings=s)
+    return [c.id for c in out.results]
+
+
+register(Config("hybrid+li", "hybrid (RRF) pool, late-interaction judge alone (MaxSim over stored token vectors), "
+                "no learning", _li_over_hybrid, _pipeline_missing, pool=_hybrid_pool, pool_is_own_order=False,
+                needs_token_index=True), replace=True)
+
+
+# The learning configs: each is its static twin's exact pipeline with learning on.
+register(LearningConfig(
+    "hybrid+li+rif", "hybrid+li with learning on: RIF suppression per query cluster and the lifecycle, "
+    "updated after every search", _li_over_hybrid, _pipeline_missing, needs_token_index=True,
+    judge="late-interaction", static="hybrid+li", overrides=HYBRID_LI))
+register(LearningConfig(
+    "hybrid+rerank+rif", "hybrid+rerank with learning on (RIF and the lifecycle)", _judged("cross-encoder"),
+    _cross_encoder_missing, judge="cross-encoder", static="hybrid+rerank"))
+register(LearningConfig(
+    "default+rif", "default with learning on (RIF and the lifecycle): what `lethe search` does",
+    _default, _pipeline_missing, needs_token_index=True, judge=None, static="default"))

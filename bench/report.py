@@ -44,8 +44,10 @@ def write(result: dict, out: Path, per_query: dict | None = None) -> dict[str, P
 def markdown(r: dict, chart_note: str | None = None) -> str:
     L: list[str] = []
     latency_only = r.get("protocol") == "latency"
-    L.append(f"# lethe bench: {r['dataset']} ({r['protocol']})\n")
-    L.append(f"- command: `{r.get('command') or '?'}`")
+    corpus = f", {r['corpus']} corpus" if r.get("corpus") and r.get("corpus") != r.get("protocol") else ""
+    L.append(f"# lethe bench: {r['dataset']} ({r['protocol']}{corpus})\n")
+    env = " ".join(f"{k}={v}" for k, v in (r.get("environment") or {}).items())
+    L.append(f"- command: `{(env + ' ') if env else ''}{r.get('command') or '?'}`")
     data = r.get("data") or {}
     if data.get("path"):
         L.append(f"- data: `{data['path']}`")
@@ -99,6 +101,8 @@ def _quality(r: dict) -> list[str]:
             )
         st = r.get("statistics") or {}
         L.append(f"\n{st.get('bootstrap', '')}; {st.get('permutation', '')}.")
+    if r.get("learning"):
+        L.extend(_learning(r))
     if "top1_exact" in first:
         L.append("\n## What the first result is (turn-level)\n")
         L.append("| config | exact hit | sibling (right session, wrong turn) | wrong family (unrelated session) |")
@@ -159,6 +163,53 @@ def _quality(r: dict) -> list[str]:
     return L
 
 
+def _learning(r: dict) -> list[str]:
+    lr = r["learning"]
+    L = [f"\n## Learning protocol: {lr['protocol']}\n", lr.get("what", "") + "."]
+    if lr.get("split"):
+        sp = lr["split"]
+        L.append(f"\nTraining half: {sp['train_queries']} questions ({sp['hot_queries']} hot); {sp['draws']} learning "
+                 f"draws ({sp['hot_draw_share']} from the hot set, {sp['distinct_trained']} distinct questions); "
+                 f"held-out half scored: {sp['test_queries']} questions.")
+    if lr.get("pairs"):
+        L.append("\n### Each learning config against the same pipeline without learning (paired)\n")
+        L.append("| learning config | against | queries | ΔNDCG@10 [95% CI] | p | ΔRecall@10 [95% CI] | p | ΔMRR [95% CI] | p |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for name, p in lr["pairs"].items():
+            o, rec, mrr = p["overall"], p["recall@10"], p["mrr"]
+            L.append(f"| {name} | {p['against']} | {o['n']} | {o['delta']:+.4f} {_ci(o['ci95'])} | {o['p']:.4f} | "
+                     f"{rec['delta']:+.4f} {_ci(rec['ci95'])} | {rec['p']:.4f} | {mrr['delta']:+.4f} {_ci(mrr['ci95'])} | "
+                     f"{mrr['p']:.4f} |")
+            if p.get("second_half"):
+                h = p["second_half"]
+                L.append(f"| {name}, second half of the stream | {p['against']} | {h['n']} | {h['delta']:+.4f} "
+                         f"{_ci(h['ci95'])} | {h['p']:.4f} | | | | |")
+    sh = lr.get("second_half")
+    if sh:
+        L.append(f"\n### Second half of the stream ({sh['n']} queries)\n")
+        L.append("| config | NDCG@10 [95% CI] | Recall@10 | MRR |")
+        L.append("|---|---|---|---|")
+        for name, c in sh["configs"].items():
+            L.append(f"| {name} | {c['ndcg@10']:.3f} {_ci(c['ci95']['ndcg@10'])} | {c['recall@10']:.3f} | {c['mrr']:.3f} |")
+    if lr.get("configs"):
+        L.append("\n### What was learned, and what learning costs\n")
+        L.append("| config | judge | learning searches | learning update p50 / p95 ms | search with learning p50 / p95 ms "
+                 "| logged queries | suppression rows | clusters |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for name, c in lr["configs"].items():
+            st = c["stores"]
+            u, t = c["learn_update_ms"], c["search_with_learning_ms"]
+            L.append(f"| {name} | {c['judge']} | {c['learning_searches']} | {_f(u['p50_ms'], 1)} / {_f(u['p95_ms'], 1)} | "
+                     f"{_f(t['p50_ms'], 1)} / {_f(t['p95_ms'], 1)} | {sum(x['logged_queries'] for x in st)} | "
+                     f"{sum(x['suppression_rows'] for x in st)} | {max((x['clusters'] for x in st), default=0)} |")
+        L.append("\nThe learning update is `Outcome.timings_ms['learn']` of `lethe_sql/pipeline.run` (the update "
+                 "transaction and the k-means refit check); the search time includes the query encoding, the judge "
+                 "and the update.")
+    if lr.get("settings"):
+        L.append("\nSettings: " + ", ".join(f"`{k}={v}`" for k, v in lr["settings"].items()))
+    return L
+
+
 def _latency_only(r: dict) -> list[str]:
     L: list[str] = []
     sizes = r.get("sizes") or {}
@@ -173,6 +224,25 @@ def _latency_only(r: dict) -> list[str]:
             s = r["configs"][c]["by_size"].get(size, {})
             cells.append(f"{_f(s.get('p50_ms'), 1)} / {_f(s.get('p95_ms'), 1)}")
         L.append(f"| {int(size):,} | " + " | ".join(cells) + " |")
+    if any(s.get("learning") for s in sizes.values()):
+        L.append("\n## Judge and learning update (ms, `lethe_sql.pipeline.run`, query encoding excluded)\n")
+        L.append("| entries | judge | judge off p50 / p95 | judge on p50 / p95 | judge on + learning p50 / p95 | "
+                 "learning update p50 / p95 | update CPU time p50 / p95 | k-means refit (once) |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for size, s in sizes.items():
+            lr = s.get("learning")
+            if not lr:
+                continue
+            pp = lambda d: f"{_f(d.get('p50_ms'), 1)} / {_f(d.get('p95_ms'), 1)}"  # noqa: E731
+            L.append(f"| {int(size):,} | {lr['judge']} | {pp(lr['judge_off'])} | {pp(lr['judge_on'])} | "
+                     f"{pp(lr['judge_on_learning'])} | {pp(lr['learn_update'])} | {pp(lr['learn_update_cpu'])} | "
+                     f"{lr['refit']['ms']} ms at {lr['refit']['logged_queries']} logged queries |")
+        notes = {lr.get("judge_note") for s in sizes.values() if (lr := s.get("learning")) and lr.get("judge_note")}
+        for note in notes:
+            L.append(f"\n{note}.")
+        what = next((s["learning"]["what"] for s in sizes.values() if s.get("learning")), None)
+        if what:
+            L.append(f"\n{what}.")
     L.append("\n## Index, add, cold processes\n")
     L.append("| entries | ingest s | ingest items/s | bare model items/s | ratio | store.add median ms | "
              "cold `lethe add` ms | cold `lethe search` ms | DB MiB | peak RSS MiB |")

@@ -12,6 +12,23 @@ For each corpus of a loaded data set (``data.BenchData``):
 4. optional diagnostics: candidate-pool recall at 30/100/500, warm latency with real
    query embeddings, one cold ``lethe search`` process, an independent BM25.
 
+Learning protocols (``Options.learning``; a learning config must never be scored on a
+query it learned from). Each learning config (``configs.LearningConfig``) gets its own
+copy of the freshly built store, so its learned state never reaches another config;
+non-learning configs share the base store, which the runner checks is still unlearned
+at the end.
+
+* ``prequential``: every corpus's queries in one seeded order; at each position every
+  config answers the same query (paired), a learning config through ``step`` (scored on
+  the ranking computed before its own update; the update then carries forward).
+  Reported overall and on the second half of each corpus's stream.
+* ``split``: the questions (grouped by their text, so a repeated question never sits
+  on both sides) split in seeded halves; learning configs learn from a stream of draws
+  over the training half only (70% of draws from a hot 20% of it), then freeze (learning
+  off, learned state applied) and every config is scored on the other half. The runner
+  refuses to score a query that was learned from, by id, by text and by the learning
+  store's own query log.
+
 Items and entries. An entry id is the hash of its text, so items with identical text
 (two ``"Thanks!"`` turns) become one entry; and when the store merges near-duplicates on
 write (``Settings.dedup``, cosine >= 0.95), an absorbed item is held by the entry that
@@ -24,7 +41,9 @@ number of items collapsed either way.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,13 +58,16 @@ from lethe_sql.markdown import Document, content_id
 
 from . import metrics as M
 from . import stats
-from .configs import Config
+from .configs import Config, learns
 from .data import BenchData, Corpus
 from .meta import Log, git_state, machine, now_iso, package_version, peak_rss_mib
 
 MAIN_METRICS = ("ndcg@10", "recall@10", "recall@30", "mrr")
 BEHAVIOUR_METRICS = ("top1_exact", "top1_sibling", "top1_wrong_family")
 RESULT_DEPTH = 30  # results fetched per query: enough for recall@30 and MRR@30
+LEARNING_PROTOCOLS = ("prequential", "split")
+SPLIT_HOT_FRACTION = 0.2  # of the training half
+SPLIT_HOT_SHARE = 0.7  # of the training draws
 
 
 @dataclass
@@ -66,6 +88,8 @@ class Options:
     command: str = ""
     log: Log = field(default_factory=lambda: Log(False))
     embedder: object = None  # injected (tests, reuse across runs); built when None
+    learning: str | None = None  # None (each query scored alone, nothing learns), prequential or split
+    train_draws: int | None = None  # split: learning draws; default twice the training half
 
 
 def make_embedder(cache: bool = True, cache_dir: Path | None = None, *, token_index: bool = False):
@@ -167,6 +191,70 @@ def select_queries(bench: BenchData, n: int | None, seed: int) -> None:
     bench.notes.append(f"a seeded sample of {n} queries (seed {seed}) of {len(all_ids)}")
 
 
+def _rng(seed: int, corpus: str, what: str) -> random.Random:
+    return random.Random(f"{seed}:{corpus}:{what}")  # str seeds are hashed with sha512: stable across runs
+
+
+def prequential_order(queries: list, seed: int, corpus: str) -> list:
+    """The fixed seeded order the stream follows (a permutation of ``queries``)."""
+    order = list(queries)
+    _rng(seed, corpus, "prequential").shuffle(order)
+    return order
+
+
+def split_halves(queries: list, seed: int, corpus: str) -> tuple[list, list]:
+    """(train, test): the questions split by their text in seeded halves, so a repeated
+    question is on one side only; ``queries`` are (query, text, relevance) triples."""
+    groups: dict[str, list] = {}
+    for item in queries:
+        groups.setdefault(item[1], []).append(item)
+    texts = sorted(groups)
+    _rng(seed, corpus, "split").shuffle(texts)
+    train: list = []
+    i = 0
+    while i < len(texts) and len(train) < len(queries) // 2:
+        train.extend(groups[texts[i]])
+        i += 1
+    test = [x for t in texts[i:] for x in groups[t]]
+    return train, test
+
+
+def split_stream(train: list, n_draws: int, seed: int, corpus: str) -> tuple[list, list]:
+    """(draws, hot): ``n_draws`` draws over ``train`` with repeats, a share
+    ``SPLIT_HOT_SHARE`` of them from a seeded hot ``SPLIT_HOT_FRACTION`` of it."""
+    if not train or n_draws <= 0:
+        return [], []
+    rng = _rng(seed, corpus, "stream")
+    pool = list(train)
+    rng.shuffle(pool)
+    n_hot = max(1, round(SPLIT_HOT_FRACTION * len(pool)))
+    hot, cold = pool[:n_hot], pool[n_hot:] or pool[:n_hot]
+    draws = [rng.choice(hot) if rng.random() < SPLIT_HOT_SHARE else rng.choice(cold) for _ in range(n_draws)]
+    return draws, hot
+
+
+def learned_state(store) -> dict:
+    """What a store has learned: logged searches, suppression rows, clusters, the step."""
+    q, s, c, step = store.con.execute(
+        "SELECT (SELECT count(*) FROM query_log), (SELECT count(*) FROM rif_suppression), "
+        "(SELECT count(*) FROM rif_centroids), (SELECT value FROM meta WHERE key = 'search_step')"
+    ).fetchone()
+    return {"logged_queries": int(q), "suppression_rows": int(s), "clusters": int(c), "step": int(step or 0)}
+
+
+class LeakError(RuntimeError):
+    """A learning protocol would score a query its learner has learned from."""
+
+
+def _copy_store(store, make, path: Path):
+    """Close ``store``, copy its database file to ``path``; (reopened store, copy store)."""
+    store.con.execute("CHECKPOINT")
+    src = Path(store.db_path)
+    store.close()
+    shutil.copyfile(src, path)
+    return make(src), make(path)
+
+
 def _percentiles(ms: list[float]) -> dict:
     if not ms:
         return {"p50_ms": None, "p95_ms": None}
@@ -223,6 +311,9 @@ def run(bench: BenchData, opts: Options) -> dict:
         from lethe_sql.errors import UsageError
 
         raise UsageError(f"baseline {baseline!r} is not among the configs run ({', '.join(names)})")
+    from lethe_sql.errors import UsageError
+    from lethe_sql.search import clean_query
+
     select_queries(bench, opts.n_queries, opts.seed)
     token_index = any(c.needs_token_index for c in configs)
     emb = opts.embedder or make_embedder(opts.cache, opts.cache_dir, token_index=token_index)
@@ -230,10 +321,28 @@ def run(bench: BenchData, opts: Options) -> dict:
     all_qids = [q.id for c in bench.corpora for q in c.queries]
     lat_ids = set(random.Random(opts.seed + 1).sample(all_qids, min(opts.latency_queries, len(all_qids))))
 
+    learning = opts.learning
+    learners = [c for c in configs if learns(c)]
+    if learning is not None and learning not in LEARNING_PROTOCOLS:
+        raise UsageError(f"unknown learning protocol {learning!r}; choose {' or '.join(LEARNING_PROTOCOLS)}")
+    if learners and learning is None:
+        raise UsageError(
+            f"{', '.join(c.name for c in learners)} learn(s) from every search, so a query would be scored on "
+            "state learned from the queries before it in an arbitrary order: run it with --protocol prequential "
+            "or --protocol split"
+        )
     per_query: dict[str, list[dict]] = {n: [] for n in names}
     q_meta: list[tuple[str, str | None]] = []
+    second_half: list[bool] = []  # prequential: the query sits in the second half of its corpus's stream
     pool: dict[str, dict[int, list[float]]] = {n: {d: [] for d in opts.pool_depths} for n in names}
     lat: dict[str, list[float]] = {n: [] for n in names}
+    learn_ms: dict[str, list[float]] = {c.name: [] for c in learners}
+    step_ms: dict[str, list[float]] = {c.name: [] for c in learners}
+    deep_steps: dict[str, int] = {c.name: 0 for c in learners}  # learning searches that took the deep pass
+    learn_info: dict[str, dict] = {c.name: {"stores": []} for c in learners}
+    split_info = {"train_queries": 0, "test_queries": 0, "hot_queries": 0, "draws": 0, "hot_draws": 0,
+                  "distinct_trained": 0}
+    settings_used = None
     ref_ndcg: list[float] = []
     sql_bm25_ndcg: list[float] = []
     top1_agree: list[float] = []
@@ -242,19 +351,22 @@ def run(bench: BenchData, opts: Options) -> dict:
     cold: dict | None = None
     skipped_queries = 0
     warmed = False
+    shared_store_learned: list[str] = []
 
     tmp_ctx = tempfile.TemporaryDirectory(prefix="lethe-bench-", dir=opts.workdir)
     with tmp_ctx as tmp:
         from lethe_sql import MemoryStore
-        from lethe_sql.errors import UsageError
-        from lethe_sql.search import clean_query
+        from lethe_sql.errors import LetheError
 
         root = Path(tmp) / "project"
         for ci, corpus in enumerate(bench.corpora):
             if not corpus.queries:
                 continue
             db_path = None if single else ":memory:"
+            if learners and not single:  # learning stores are copies of the built file
+                db_path = Path(tmp) / f"corpus-{ci}.duckdb"
             store = MemoryStore(root, db_path=db_path, embedder=emb)
+            lstores: dict[str, object] = {}
             try:
                 if single or ci == 0:
                     log(f"ingesting {len(corpus.items)} items of {bench.dataset}/{corpus.name}")
@@ -269,11 +381,21 @@ def run(bench: BenchData, opts: Options) -> dict:
                 if token_index:
                     n_tok = store.con.execute("SELECT count(*) FROM token_vectors").fetchone()[0]
                     if not n_tok:
-                        from lethe_sql.errors import LetheError
-
                         need = ", ".join(c.name for c in configs if c.needs_token_index)
                         raise LetheError(f"{need} needs the token index, and this store has none: the embedder "
                                          "gives no token vectors (encode_full), or the store was built without them")
+                for cfg in learners:  # each learner on its own copy of the freshly built store
+                    def make(path):
+                        return MemoryStore(root, db_path=path, embedder=emb)
+
+                    slug = cfg.name.replace("+", "_")
+                    store, lstores[cfg.name] = _copy_store(store, make, Path(tmp) / f"corpus-{ci}-{slug}.duckdb")
+                    before = learned_state(lstores[cfg.name])
+                    if before["logged_queries"] or before["suppression_rows"] or before["step"]:
+                        raise LetheError(f"the store copied for {cfg.name} has learned state before its first search")
+                    settings_used = settings_used or lstores[cfg.name].settings
+                    if not lstores[cfg.name].settings.rif:
+                        raise UsageError(f"{cfg.name} needs RIF on (LETHE_RIF or the project config turns it off)")
                 queries = []
                 for q in corpus.queries:
                     try:
@@ -303,11 +425,65 @@ def run(bench: BenchData, opts: Options) -> dict:
                 by_name = {c.name: c for c in configs}
                 do_pool = opts.pool_diagnostic and single
                 deep = max(RESULT_DEPTH, *opts.pool_depths) if do_pool else RESULT_DEPTH
-                for qi, (q, text, rel) in enumerate(queries):
+                store_of = {c.name: lstores.get(c.name, store) for c in configs}
+
+                # What is scored, in which order; what the learners learn from first.
+                scored = queries
+                trained_ids: set[str] = set()
+                trained_texts: set[str] = set()
+                if learning == "prequential":
+                    scored = prequential_order(queries, opts.seed, corpus.name)
+                elif learning == "split":
+                    train, scored = split_halves(queries, opts.seed, corpus.name)
+                    n_draws = opts.train_draws if opts.train_draws is not None else 2 * len(train)
+                    draws, hot = split_stream(train, n_draws, opts.seed, corpus.name)
+                    hot_ids = {q.id for q, _, _ in hot}
+                    split_info["train_queries"] += len(train)
+                    split_info["test_queries"] += len(scored)
+                    split_info["hot_queries"] += len(hot)
+                    split_info["draws"] += len(draws)
+                    split_info["hot_draws"] += sum(q.id in hot_ids for q, _, _ in draws)
+                    split_info["distinct_trained"] += len({q.id for q, _, _ in draws})
+                    if learners:
+                        log(f"split: {len(draws)} learning draws over {len(train)} training questions "
+                            f"({len(hot)} hot), then {len(scored)} held-out questions scored frozen")
+                    for di, (q, text, _) in enumerate(draws):
+                        trained_ids.add(q.id)
+                        trained_texts.add(text)
+                        for cfg in learners:
+                            _, tm = cfg.step(lstores[cfg.name], text, RESULT_DEPTH)
+                            learn_ms[cfg.name].append(tm.get("learn", float("nan")))
+                            step_ms[cfg.name].append(tm.get("total", float("nan")))
+                            deep_steps[cfg.name] += int(bool(tm.get("deep")))
+                        if single and (di + 1) % 250 == 0:
+                            log(f"learned from {di + 1}/{len(draws)} draws")
+                    test_texts = {t for _, t, _ in scored}
+                    for cfg in learners:
+                        logged = {r[0] for r in lstores[cfg.name].con.execute("SELECT DISTINCT query FROM query_log").fetchall()}
+                        if logged & test_texts:
+                            raise LeakError(f"{cfg.name} logged {len(logged & test_texts)} held-out question(s) "
+                                            "while learning")
+                        if logged - trained_texts:
+                            raise LeakError(f"{cfg.name} learned from searches outside the training stream")
+                frozen = {c.name: learned_state(lstores[c.name]) for c in learners} if learning == "split" else {}
+
+                for qi, (q, text, rel) in enumerate(scored):
+                    if learning == "split" and (q.id in trained_ids or text in trained_texts):
+                        raise LeakError(f"query {q.id} would be scored after learning from it")
                     q_meta.append((q.id, q.category))
+                    second_half.append(qi >= len(scored) // 2)
                     fetch = _Fetcher(store, text, by_name, deep)
                     for cfg in configs:
-                        ids = fetch(cfg.name, RESULT_DEPTH)
+                        if cfg.name in lstores:
+                            if learning == "prequential":  # scored on the ranking before its own update
+                                ids, tm = cfg.step(lstores[cfg.name], text, RESULT_DEPTH)
+                                learn_ms[cfg.name].append(tm.get("learn", float("nan")))
+                                step_ms[cfg.name].append(tm.get("total", float("nan")))
+                                deep_steps[cfg.name] += int(bool(tm.get("deep")))
+                            else:  # split: frozen
+                                ids = cfg.search(lstores[cfg.name], text, RESULT_DEPTH, RESULT_DEPTH)
+                        else:
+                            ids = fetch(cfg.name, RESULT_DEPTH)
                         m = M.score_query(ids, rel, sessions_of=sessions_of, session_level=bench.session_level)
                         per_query[cfg.name].append(m)
                         if cfg.name == "bm25" and ref is not None:
@@ -315,7 +491,7 @@ def run(bench: BenchData, opts: Options) -> dict:
                             ref_ndcg.append(M.ndcg_at_k(mine, rel, 10))
                             sql_bm25_ndcg.append(m["ndcg@10"])
                             top1_agree.append(float(mine[:1] == ids[:1]))
-                        if do_pool:
+                        if do_pool and cfg.name not in lstores:
                             if cfg.pool is not None:
                                 pools = cfg.pool(fetch, opts.pool_depths)
                                 if cfg.pool_is_own_order:
@@ -328,22 +504,37 @@ def run(bench: BenchData, opts: Options) -> dict:
                             for d in opts.pool_depths:
                                 pool[cfg.name][d].append(M.recall_at_k(pools[d], rel, d))
                     if single and (qi + 1) % 250 == 0:
-                        log(f"scored {qi + 1}/{len(queries)} queries")
-                timed = [(q, text) for q, text, _ in queries if q.id in lat_ids]
+                        log(f"scored {qi + 1}/{len(scored)} queries")
+                for name, before in frozen.items():
+                    if learned_state(lstores[name]) != before:
+                        raise LeakError(f"{name} changed its learned state while frozen")
+                timed = [(q, text) for q, text, _ in scored if q.id in lat_ids]
                 if timed:
                     with real_queries(emb):
                         if not warmed:
                             for cfg in configs:
                                 for _, text in timed[: opts.warmup]:
-                                    cfg.search(store, text, 10, RESULT_DEPTH)
+                                    cfg.search(store_of[cfg.name], text, 10, RESULT_DEPTH)
                             warmed = True
                         for _, text in timed:
                             for cfg in configs:  # interleaved, so load drifts hit every config alike
                                 t0 = time.perf_counter()
-                                by_name[cfg.name].search(store, text, 10, RESULT_DEPTH)
+                                by_name[cfg.name].search(store_of[cfg.name], text, 10, RESULT_DEPTH)
                                 lat[cfg.name].append((time.perf_counter() - t0) * 1000)
+                for name, st in lstores.items():
+                    learn_info[name]["stores"].append(learned_state(st))
+                base = learned_state(store)
+                if base["logged_queries"] or base["suppression_rows"] or base["step"]:
+                    shared = [c.name for c in configs if c.name not in lstores]
+                    msg = (f"the store shared by {', '.join(shared)} changed its learned state during the run "
+                           f"({base}): one of them learns from its searches and is not a learning config")
+                    if learning is not None:
+                        raise LeakError(msg)
+                    shared_store_learned.append(msg)
             finally:
                 store.close()
+                for st in lstores.values():
+                    st.close()
             if single and opts.cold and queries:
                 mode = baseline if baseline in ("bm25", "dense", "hybrid") else "hybrid"
                 log("one cold `lethe search` process")
@@ -399,12 +590,14 @@ def run(bench: BenchData, opts: Options) -> dict:
 
     result = {
         "dataset": bench.dataset,
-        "protocol": bench.protocol,
+        "protocol": learning or bench.protocol,
+        "corpus": bench.protocol,
         "n_queries": n,
         "baseline": baseline,
         "configs": out_configs,
         "vs_baseline": vs,
         "command": opts.command,
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("LETHE_")},
         "data": {"path": str(bench.path), "sha256": bench.files},
         "package_version": package_version(),
         "git": git_state(),
@@ -436,11 +629,18 @@ def run(bench: BenchData, opts: Options) -> dict:
         "notes": list(bench.notes),
         "seconds_total": None,
     }
+    if learning is not None:
+        result["learning"] = _learning_section(
+            learning, opts, configs, arrays, second_half, learn_ms, step_ms, learn_info, split_info, settings_used)
+        for name, n_deep in deep_steps.items():
+            result["learning"]["configs"][name]["deep_pass_searches"] = n_deep
+    result["notes"].extend(shared_store_learned)
     if skipped_queries:
         result["notes"].append(f"{skipped_queries} query(ies) skipped: empty text or no relevant item indexed")
     if opts.pool_diagnostic and single:
         result["pool_recall"] = {
             c: {str(d): round(float(np.mean(pool[c][d])), 4) for d in opts.pool_depths} for c in names
+            if pool[c][opts.pool_depths[0]]
         }
     if pool_check:
         result["pool_check"] = {
@@ -462,10 +662,73 @@ def run(bench: BenchData, opts: Options) -> dict:
         }
     result["per_query"] = {
         "ids": [qid for qid, _ in q_meta],
+        "order": {"prequential": "stream order", "split": "the held-out half"}.get(learning, "data set order"),
         "ndcg@10": {c: [round(float(x), 4) for x in arrays[c]["ndcg@10"]] for c in names},
     }
+    if learning == "prequential":
+        result["per_query"]["second_half"] = [bool(x) for x in second_half]
     result["seconds_total"] = round(time.perf_counter() - t_start, 1)
     return result
+
+
+def _compare(a, b, seed: int) -> dict:
+    r = stats.compare(a, b, seed=seed)
+    return {"delta": round(r["delta"], 4), "ci95": [round(x, 4) for x in r["ci95"]], "p": round(r["p"], 4),
+            "n": r["n"]}
+
+
+def _learning_section(learning, opts, configs, arrays, second_half, learn_ms, step_ms, learn_info, split_info,
+                      settings_used) -> dict:
+    """What the learning protocol did, and each learner against its non-learning twin."""
+    import dataclasses
+
+    seed = opts.seed
+    names = [c.name for c in configs]
+    out: dict = {"protocol": learning}
+    if learning == "prequential":
+        out["what"] = ("every corpus's queries in one seeded order; each query is scored on the ranking a learning "
+                       "config gives before its own update, and what it learns carries forward; non-learning configs "
+                       "answer the same stream (paired)")
+        mask = np.array(second_half, dtype=bool)
+        out["second_half"] = {"n": int(mask.sum()), "configs": {}}
+        for c in names:
+            a = arrays[c]
+            out["second_half"]["configs"][c] = {
+                k: round(float(a[k][mask].mean()), 4) for k in ("ndcg@10", "recall@10", "mrr")
+            } | {"ci95": {"ndcg@10": [round(v, 4) for v in stats.bootstrap_ci(a["ndcg@10"][mask], seed=seed)]}}
+    else:
+        out["what"] = (f"questions split by text in seeded halves; learning configs learn from {split_info['draws']} "
+                       f"draws over the training half ({SPLIT_HOT_SHARE:.0%} of draws from a hot "
+                       f"{SPLIT_HOT_FRACTION:.0%} of it), then freeze; every config is scored on the held-out half, "
+                       "which no learner has searched (checked by id, by text and against each learner's query log)")
+        out["split"] = dict(split_info)
+        out["split"]["hot_draw_share"] = round(split_info["hot_draws"] / split_info["draws"], 3) if split_info["draws"] else None
+    out["configs"] = {}
+    for c in configs:
+        if not learns(c):
+            continue
+        info = {"judge": c.judge, "static": c.static, "stores": learn_info[c.name]["stores"],
+                "learning_searches": len(learn_ms[c.name]),
+                "learn_update_ms": _percentiles([x for x in learn_ms[c.name] if x == x]),
+                "search_with_learning_ms": _percentiles([x for x in step_ms[c.name] if x == x])}
+        out["configs"][c.name] = info
+    if settings_used is not None:
+        out["settings"] = {k: v for k, v in dataclasses.asdict(settings_used).items()
+                           if k.startswith(("rif", "n_clusters", "refit", "lifecycle", "top_k", "k_", "depth", "rerank",
+                                            "fusion", "w_", "blend"))}
+    pairs = {}
+    for c in configs:
+        if learns(c) and c.static in arrays:
+            pair = {"against": c.static, "metric": "ndcg@10",
+                    "overall": _compare(arrays[c.static]["ndcg@10"], arrays[c.name]["ndcg@10"], seed)}
+            for k in ("recall@10", "mrr"):
+                pair[k] = _compare(arrays[c.static][k], arrays[c.name][k], seed)
+            if learning == "prequential":
+                mask = np.array(second_half, dtype=bool)
+                pair["second_half"] = _compare(arrays[c.static]["ndcg@10"][mask], arrays[c.name]["ndcg@10"][mask], seed)
+            pairs[c.name] = pair
+    out["pairs"] = pairs
+    return out
 
 
 def _embedder_info(emb) -> dict:

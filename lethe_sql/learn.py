@@ -19,10 +19,12 @@ Rules (issue 4; all constants are ``Settings`` fields):
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 
+from .judges import ids_literal
 from .vectors import vec_literal
 
 APOPTOSIS_AFFINITY = 0.15
@@ -38,6 +40,25 @@ def cue_of(con, vec) -> int:
     return int(con.execute("SELECT lethe_cue(?)", [vec_literal(vec)]).fetchone()[0])
 
 
+def _sig_neg(logit: float) -> float:
+    """sigmoid(-logit) = 1 / (1 + exp(logit)), as SQL computes it (0 where exp overflows)."""
+    try:
+        return 1.0 / (1.0 + math.exp(logit))
+    except OverflowError:
+        return 0.0
+
+
+def _floats_literal(xs) -> str:
+    """DOUBLE[] as text; repr round-trips every finite double exactly."""
+    out = []
+    for x in xs:
+        x = float(x)
+        if not math.isfinite(x):
+            raise ValueError(f"not a finite number: {x!r}")
+        out.append(repr(x))
+    return "[" + ",".join(out) + "]"
+
+
 def update(
     con,
     *,
@@ -51,9 +72,16 @@ def update(
     rif: bool,
 ) -> None:
     """Record one search. ``outcome`` rows: (id, pool_rank, judge_rank, logit, winner)
-    over the shallow pool; empty when no judge ran (then only the log and step move)."""
-    import pyarrow as pa
+    over the shallow pool; empty when no judge ran (then only the log and step move).
 
+    Cost: a handful of statements, each on at most the pool's rows (the learning update
+    must stay under 10 ms at 10,000 entries). Lists reach SQL as one text parameter each
+    (``VARCHAR[]``/``DOUBLE[]`` casts), never as registered tables; the suppression
+    arithmetic for the few touched rows is done here, with the existing rows read back
+    by the ``DELETE ... RETURNING`` that clears them.
+    """
+    rows = list(outcome)
+    n = len(rows)
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute(
@@ -61,60 +89,28 @@ def update(
             [step, query, vec_literal(qvec), cue, judge],
         )
         con.execute("UPDATE meta SET value = ? WHERE key = 'search_step'", [str(step)])
-        if outcome:
-            con.register(
-                "_lethe_outcome",
-                pa.table(
-                    {
-                        "id": [o[0] for o in outcome],
-                        "pool_rank": pa.array([o[1] for o in outcome], pa.int64()),
-                        "judge_rank": pa.array([o[2] for o in outcome], pa.int64()),
-                        "logit": pa.array([o[3] for o in outcome], pa.float64()),
-                        "winner": pa.array([o[4] for o in outcome], pa.bool_()),
-                    }
-                ),
-            )
-            n = len(outcome)
-            p = dict(step=step, cue=cue, lam=settings.rif_lambda)
-            if rif:
-                con.execute(
-                    """INSERT INTO rif_suppression AS r (cluster, id, s, last_step)
-                       SELECT $cue, id, least($rate * strength, $max_s), $step FROM (
-                           SELECT id, greatest(0, judge_rank - pool_rank) / $n * (1 / (1 + exp(logit))) AS strength
-                           FROM _lethe_outcome WHERE NOT winner)
-                       WHERE strength > 0
-                       ON CONFLICT (cluster, id) DO UPDATE SET
-                           s = least(r.s * exp(-$lam * ($step - r.last_step)) + excluded.s, $max_s),
-                           last_step = $step""",
-                    dict(p, rate=settings.rif_rate, max_s=settings.rif_max, n=float(n)),
-                )
-                con.execute(
-                    """UPDATE rif_suppression SET
-                           s = greatest(0, s * exp(-$lam * ($step - last_step)) - $reinforce),
-                           last_step = $step
-                       WHERE cluster = $cue AND id IN (SELECT id FROM _lethe_outcome WHERE winner)""",
-                    dict(p, reinforce=settings.rif_reinforce),
-                )
-                con.execute("DELETE FROM rif_suppression WHERE s <= 1e-9")
-            if settings.lifecycle:
-                con.execute(
-                    """UPDATE entries SET
-                           affinity = 0.8 * affinity + 0.2 * (1 / (1 + exp(-o.logit))),
-                           retrieval_count = retrieval_count + 1,
-                           last_retrieval_step = $step
-                       FROM _lethe_outcome AS o
-                       WHERE entries.id = o.id AND o.winner""",
-                    {"step": step},
-                )
-                con.execute(
-                    """UPDATE entries SET tier = CASE
-                           WHEN tier IN ('naive', 'gc') AND affinity >= 0.65 AND retrieval_count >= 5 THEN 'memory'
-                           WHEN tier = 'naive' AND retrieval_count >= 3 THEN 'gc'
+        if rows and rif:
+            _update_suppression(con, rows, n, step, cue, settings)
+        winners = [(o[0], float(o[3])) for o in rows if o[4]]
+        if winners and settings.lifecycle:
+            # affinity, retrieval count and tier in one pass; the tier rule reads the new values
+            con.execute(
+                """UPDATE entries SET
+                       affinity = 0.8 * affinity + 0.2 * (1 / (1 + exp(-o.logit))),
+                       retrieval_count = retrieval_count + 1,
+                       last_retrieval_step = $step,
+                       tier = CASE
+                           WHEN tier IN ('naive', 'gc') AND 0.8 * affinity + 0.2 * (1 / (1 + exp(-o.logit))) >= 0.65
+                                AND retrieval_count + 1 >= 5 THEN 'memory'
+                           WHEN tier = 'naive' AND retrieval_count + 1 >= 3 THEN 'gc'
                            ELSE tier END
-                       WHERE id IN (SELECT id FROM _lethe_outcome WHERE winner)"""
-                )
-            con.unregister("_lethe_outcome")
-        if settings.lifecycle:
+                   FROM (SELECT unnest(CAST($ids AS VARCHAR[])) AS id, unnest(CAST($logits AS DOUBLE[])) AS logit) AS o
+                   WHERE entries.id = o.id""",
+                {"step": step, "ids": ids_literal([w[0] for w in winners]),
+                 "logits": _floats_literal(w[1] for w in winners)},
+            )
+        # Nothing can have idled past APOPTOSIS_IDLE before that many steps.
+        if settings.lifecycle and step > APOPTOSIS_IDLE:
             con.execute(
                 """UPDATE entries SET tier = 'apoptotic'
                    WHERE tier <> 'apoptotic' AND affinity < $a
@@ -125,6 +121,52 @@ def update(
     except Exception:
         con.execute("ROLLBACK")
         raise
+
+
+def _update_suppression(con, rows, n: int, step: int, cue: int, settings) -> None:
+    """Losers: ``s = min(s_decayed + min(rate * strength, max_s), max_s)`` where strength > 0;
+    winners with a row: ``s = max(0, s_decayed - reinforce)``; rows left at s <= 1e-9 go."""
+    lam = settings.rif_lambda
+    touched: dict[str, float | None] = {}  # id -> loser increment, None for a winner
+    for eid, pool_rank, judge_rank, logit, winner in rows:
+        if winner:
+            touched[eid] = None
+            continue
+        if judge_rank is None or pool_rank is None:  # unranked: no strength (NULL in SQL terms)
+            continue
+        strength = max(0, judge_rank - pool_rank) / float(n) * _sig_neg(logit)
+        if strength > 0:
+            touched[eid] = min(settings.rif_rate * strength, settings.rif_max)
+    if not touched:
+        return
+    old = {
+        eid: (s, last)
+        for eid, s, last in con.execute(
+            """DELETE FROM rif_suppression
+               WHERE cluster = $cue AND id IN (SELECT unnest(CAST($ids AS VARCHAR[])))
+               RETURNING id, s, last_step""",
+            {"cue": cue, "ids": ids_literal(list(touched))},
+        ).fetchall()
+    }
+    new_ids, new_s = [], []
+    for eid, inc in touched.items():
+        prev = old.get(eid)
+        decayed = prev[0] * math.exp(-lam * (step - prev[1])) if prev is not None else None
+        if inc is None:  # a winner: reinforced, only where something was held against it
+            if decayed is None:
+                continue
+            s = max(0.0, decayed - settings.rif_reinforce)
+        else:
+            s = inc if decayed is None else min(decayed + inc, settings.rif_max)
+        if s > 1e-9:
+            new_ids.append(eid)
+            new_s.append(s)
+    if new_ids:
+        con.execute(
+            """INSERT INTO rif_suppression (cluster, id, s, last_step)
+               SELECT $cue, unnest(CAST($ids AS VARCHAR[])), unnest(CAST($s AS DOUBLE[])), $step""",
+            {"cue": cue, "ids": ids_literal(new_ids), "s": _floats_literal(new_s), "step": step},
+        )
 
 
 def kmeans(x: np.ndarray, k: int, seed: int = 0, iters: int = 25) -> tuple[np.ndarray, np.ndarray]:
@@ -155,8 +197,10 @@ def kmeans(x: np.ndarray, k: int, seed: int = 0, iters: int = 25) -> tuple[np.nd
 
 def maybe_refit(con, settings, step: int, seed: int = 0) -> bool:
     """Refit the query clusters when the policy says so; returns whether it did."""
-    n = con.execute("SELECT count(*) FROM query_log").fetchone()[0]
-    last = int(con.execute("SELECT value FROM meta WHERE key = 'rif_fit_queries'").fetchone()[0])
+    n, last = con.execute(
+        "SELECT (SELECT count(*) FROM query_log), (SELECT value FROM meta WHERE key = 'rif_fit_queries')"
+    ).fetchone()
+    last = int(last)
     if n < 10 * settings.n_clusters or (last and n < settings.refit_growth * last):
         return False
     refit(con, settings.n_clusters, step, seed)

@@ -96,7 +96,8 @@ def test_suppression_decays_lazily_and_winners_are_reinforced(store):
 def test_suppression_penalises_the_fused_score_for_its_cluster_only(store):
     con = store.con
     enc = encode_query(store.embedder, "note about golf")
-    s = Settings(top_k=3, k_shallow=12, depth=12, k_deep=12)
+    # RRF-scale fused scores: alpha = 0.3 was set for them (the z-fused default spreads wider)
+    s = Settings(top_k=3, k_shallow=12, depth=12, k_deep=12, fusion="rrf")
     base = run(con, enc, s, None, learn=False)
     top = base.results[0].id
     con.execute("INSERT INTO rif_suppression VALUES (7, ?, 1.0, 0)", [top])  # another cluster
