@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/lethe demo
+	$(BIN)/lethe demo --keep demo-project
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

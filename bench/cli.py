@@ -114,9 +114,9 @@ def bench_command(
         ..., help="The data file or folder (never copied). For synthetic: corpus sizes, e.g. 10k,50k,200k."
     ),
     config: Optional[List[str]] = typer.Option(
-        None, "--config", "-c", help="A config to run (repeat): bm25, dense, hybrid, hybrid+li, hybrid+rerank; "
-        "learning configs hybrid+li+rif, hybrid+rerank+rif (need --protocol prequential or split). "
-        "Default: bm25, dense, hybrid."
+        None, "--config", "-c", help="A config to run (repeat): bm25, dense, hybrid, fused, hybrid+li, hybrid+rerank, default "
+        "(what `lethe search` does, learning off); learning configs hybrid+li+rif, hybrid+rerank+rif, default+rif "
+        "(need --protocol prequential or split). Default: bm25, dense, hybrid."
     ),
     queries: Optional[int] = typer.Option(None, "--queries", min=1, help="Score a seeded sample of N queries."),
     seed: int = typer.Option(0, "--seed", help="Seed for sampling, bootstrap and permutations."),

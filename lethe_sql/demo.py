@@ -44,4 +44,9 @@ def run_demo(top_k: int = 3, keep: Path | None = None, echo: Callable[[str], Non
                     text = text if len(text) <= 160 else text[:159] + "…"
                     echo(f"{h.rank:>2}. [{h.score:.4f}] {Path(h.source or '?').name} › {h.heading or '-'}")
                     echo(f"    {text}")
-                echo(f"    ({len(hits)} results in {ms:.0f} ms; bm25 + dense fused by RRF, not reranked)")
+                judge = hits[0].judge if hits else None
+                how = {
+                    "cross-encoder": "reranked by the cross-encoder",
+                    "late-interaction": "judged by late interaction over token vectors",
+                }.get(judge, "first stage only, not reranked")
+                echo(f"    ({len(hits)} results in {ms:.0f} ms; BM25 + context BM25 + dense fused, {how})")
