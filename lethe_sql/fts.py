@@ -130,6 +130,9 @@ WITH
           AND coalesce(e.text, a.text) IS NOT NULL
         UNION ALL
         SELECT id, 0 AS off, text FROM home
+        UNION ALL  -- `lethe enrich` (migrations/005_enrichment.sql): indexed beside the text
+        SELECT x.id, 3 AS off, arg_max(x.text, x.created_at) FROM enrichment AS x
+        WHERE x.id IN (SELECT id FROM home) GROUP BY x.id
     )
 SELECT h.id, h.source, h.position, string_agg(p.text, chr(10) ORDER BY p.off) AS text
 FROM home AS h JOIN parts AS p USING (id)

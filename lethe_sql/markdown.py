@@ -14,6 +14,9 @@ Rules:
 * ``created_at`` comes from a timestamp heading (``## 2026-11-03 14:02``), else
   the file's date (``2026-11-03.md``), else None. ``session_id`` comes from an
   anchor comment ``<!-- lethe session=ID turn=N -->``, else the file's stem.
+* Privacy (``privacy.py``): ``<private>...</private>`` spans are cut out of the
+  whole file before it is split, and secrets are redacted in every section's
+  content, text and heading; ``Chunk.redacted`` counts what was taken out.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ _FILE_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 _HEAD_TS = re.compile(r"(?P<d>\d{4}-\d{2}-\d{2})(?:[ T](?P<t>\d{1,2}:\d{2}(?::\d{2})?))?")
 _HEAD_TIME = re.compile(r"^(?P<t>\d{1,2}:\d{2}(?::\d{2})?)\b")
 _WS = re.compile(r"\s+")
+_PRIVATE_MARK = "\u2063"  # where a private span stood, until its section is known
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Chunk:
     id: str
     created_at: datetime | None
     session_id: str | None
+    redacted: int = 0       # secrets redacted + private spans removed (privacy.py)
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,15 @@ class Document:
     session_id: str | None = None
 
     def to_chunk(self, position: int, source: str) -> "Chunk":
-        text = self.content.strip()
-        return Chunk(position, self.heading, self.content, text, content_id(text), self.created_at, self.session_id)
+        from .privacy import scrub
+
+        content = scrub(self.content)
+        heading = scrub(self.heading) if self.heading else None
+        text = content.text.strip()
+        return Chunk(
+            position, heading.text if heading else None, content.text, text, content_id(text),
+            self.created_at, self.session_id, content.count + (heading.count if heading else 0),
+        )
 
 
 def content_id(text: str) -> str:
@@ -143,9 +155,14 @@ def _anchor_session(lines: list[str]) -> str | None:
 
 def parse(markdown: str, filename: str = "") -> list[Chunk]:
     """Split one memory file into chunks (see the module docstring for the rules)."""
+    from .privacy import redact_secrets, strip_private
+
     text = markdown.replace("\r\n", "\n").replace("\r", "\n")
     if text.startswith("\ufeff"):
         text = text[1:]
+    # A private span may cross sections: cut it from the whole file, leaving a mark
+    # that the section holding its start counts.
+    text, n_private = strip_private(text, _PRIVATE_MARK)
     sections: list[tuple[str | None, list[str]]] = [(None, [])]
     in_fence = False
     for line in text.split("\n"):
@@ -165,10 +182,18 @@ def parse(markdown: str, filename: str = "") -> list[Chunk]:
     stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0] if filename else None
     chunks: list[Chunk] = []
     for heading, lines in sections:
-        body = _index_text(lines)
+        n = 0
+        if n_private:
+            n = sum(line.count(_PRIVATE_MARK) for line in lines)
+            lines = [line.replace(_PRIVATE_MARK, "") for line in lines]
+            heading = heading.replace(_PRIVATE_MARK, "").strip() if heading else heading
+        body, found = redact_secrets(_index_text(lines))
         if not body:
             continue
-        content = "\n".join(lines).strip()
+        content, found_c = redact_secrets("\n".join(lines).strip())
+        if heading:
+            heading, found_h = redact_secrets(heading)
+            found_c += found_h
         chunks.append(
             Chunk(
                 position=len(chunks),
@@ -178,6 +203,7 @@ def parse(markdown: str, filename: str = "") -> list[Chunk]:
                 id=content_id(body),
                 created_at=_heading_time(heading, fdate),
                 session_id=_anchor_session(lines) or stem,
+                redacted=n + max(len(found), len(found_c)),
             )
         )
     return chunks

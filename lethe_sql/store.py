@@ -59,6 +59,24 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def append_section(memory_dir: Path, path: Path, section: str, *, unless: str | None = None) -> bool:
+    """Append ``section`` to the memory file ``path`` (atomically, under the memory
+    folder's lock, so concurrent writers lose nothing). ``unless``: skip when the
+    file already holds this string (an anchor comment). Returns whether it wrote."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(memory_dir / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            old = path.read_bytes() if path.exists() else b""
+            if unless and unless.encode("utf-8") in old:
+                return False
+            sep = b"" if not old or old.endswith(b"\n\n") else (b"\n" if old.endswith(b"\n") else b"\n\n")
+            _atomic_write(path, old + sep + section.encode("utf-8"))
+            return True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _as_section(text: str, when: datetime, heading: str | None) -> str:
     body = text.replace("\r\n", "\n").strip()
     # Headings inside a memory would split it on reindex: demote them to ####.
@@ -160,12 +178,18 @@ class MemoryStore:
         con = self.con
         if rebuild:
             self._rebuild(progress)
+        if con.execute("SELECT value FROM meta WHERE key = 'privacy'").fetchone() is None:
+            # An index built before privacy.py existed: read every file once more so that
+            # sections holding private spans or secrets are replaced by their scrubbed form.
+            con.execute("DELETE FROM source_files")
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('privacy', '1')")
         prefix = self.memory_dir.relative_to(self.root).as_posix() + "/"
         changed, report.files_seen, report.files_unchanged, report.files_skipped = scan(
             con, self.memory_dir, prefix, report.warnings
         )
         report.files_removed = sum(1 for facts, _ in changed.values() if facts is None)
         report.files_indexed = len(changed) - report.files_removed
+        report.redacted = sum(c.redacted for _, chunks in changed.values() for c in chunks)
         if changed:
             report.entries_added, report.entries_removed = apply_changes(
                 con, self._embed, changed, progress, settings=self.settings, report=report
@@ -235,19 +259,18 @@ class MemoryStore:
         self._require_writable()
         if text is None or not text.strip():
             raise UsageError("nothing to add: the memory text is empty")
+        from .privacy import scrub
+
+        # lethe writes this file itself: private spans and secrets never reach it (privacy.py)
+        text = scrub(text).text
+        heading = scrub(heading).text if heading else heading
+        if not text.strip():
+            raise UsageError("nothing to add: the memory is empty once its <private> spans are removed")
         when = when or datetime.now()
         self.memory_dir.mkdir(parents=True, exist_ok=True)
         path = self.memory_dir / f"{when:%Y-%m-%d}.md"
         section = _as_section(text, when, heading)
-        lock_path = self.memory_dir / ".lock"
-        with open(lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                old = path.read_bytes() if path.exists() else b""
-                sep = b"" if not old or old.endswith(b"\n\n") else (b"\n" if old.endswith(b"\n") else b"\n\n")
-                _atomic_write(path, old + sep + section.encode("utf-8"))
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        append_section(self.memory_dir, path, section)
         from .markdown import parse
 
         chunk = parse(section, path.name)
@@ -271,6 +294,8 @@ class MemoryStore:
         ``absorbed_map``). Returns (entries added, entries removed)."""
         self._require_writable()
         chunks = [d.to_chunk(i, source) for i, d in enumerate(documents)]
+        if report is not None:
+            report.redacted += sum(c.redacted for c in chunks)
         return apply_changes(
             self.con, self._embed, {source: (None, chunks)}, progress, settings=self.settings, report=report
         )

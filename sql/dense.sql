@@ -4,11 +4,25 @@
 -- The top k is cut first (DuckDB's top-N operator over one scan) and only those
 -- k rows are ranked: a window over every entry costs ~10x more at 200k entries.
 CREATE OR REPLACE MACRO lethe_dense(qvec, k) AS TABLE
-WITH top AS (
-    SELECT e.id, array_inner_product(e.embedding, CAST(qvec AS FLOAT[384])) AS score
-    FROM entries AS e
-    WHERE e.embedding IS NOT NULL
-    ORDER BY score DESC, e.id
+-- An entry enriched by `lethe enrich` (migrations/005_enrichment.sql) scores the better
+-- of its own vector and its enrichment's. Exact and cheap: the top k by that maximum lie
+-- within the top k of each side, so each side keeps its own top-N scan.
+WITH cand AS (
+    (SELECT e.id, array_inner_product(e.embedding, CAST(qvec AS FLOAT[384])) AS score
+     FROM entries AS e
+     WHERE e.embedding IS NOT NULL
+     ORDER BY score DESC, e.id
+     LIMIT k)
+    UNION ALL
+    (SELECT x.id, array_inner_product(x.embedding, CAST(qvec AS FLOAT[384])) AS score
+     FROM enrichment AS x JOIN entries AS e USING (id)
+     WHERE x.embedding IS NOT NULL
+     ORDER BY score DESC, x.id
+     LIMIT k)
+),
+top AS (
+    SELECT id, max(score) AS score FROM cand GROUP BY id
+    ORDER BY score DESC, id
     LIMIT k
 )
 SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank

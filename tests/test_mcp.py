@@ -1,0 +1,59 @@
+"""`lethe mcp`: a real MCP client session against the server, in-process."""
+
+import json
+import subprocess
+
+import anyio
+import pytest
+
+from conftest import BIN, write
+
+mcp = pytest.importorskip("mcp")
+
+
+def _data(result):
+    assert not result.is_error if hasattr(result, "is_error") else not result.isError, result
+    sc = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+    if sc is not None:
+        return sc.get("result", sc) if isinstance(sc, dict) else sc
+    return json.loads(result.content[0].text)
+
+
+def test_mcp_tools_over_a_client_session(project, embedder, tmp_path, monkeypatch):
+    from mcp import Client
+
+    from lethe_sql.mcp_server import build_server
+
+    monkeypatch.setenv("LETHE_HOME", str(tmp_path / "lethe-home"))
+    write(project.memory_dir / "2026-11-08.md", "## 10:00 ci\nThe nightly build runs on the arm64 runner.\n")
+    project.index()
+    project.close()
+    server = build_server(project.root, embedder=embedder)
+
+    async def session():
+        async with Client(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {"add_memory", "search_memories", "get_memory", "list_projects"}
+            hints = {n: t.annotations.model_dump(by_alias=True) for n, t in tools.items()}  # wire names
+            for name in ("search_memories", "get_memory", "list_projects"):
+                assert hints[name]["readOnlyHint"] is True and hints[name]["destructiveHint"] is False
+            assert hints["add_memory"]["readOnlyHint"] is False and hints["add_memory"]["destructiveHint"] is False
+
+            added = _data(await client.call_tool(
+                "add_memory", {"text": "Release tags are signed with key sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFF0000"}))
+            assert added["redacted"] == 1
+            hits = _data(await client.call_tool("search_memories", {"query": "which runner builds nightly"}))
+            assert "arm64" in hits[0]["content"]
+            full = _data(await client.call_tool("get_memory", {"ids": [added["id"][:8]]}))
+            assert full[0]["id"] == added["id"] and "[REDACTED:anthropic-key]" in full[0]["content"]
+            bad = await client.call_tool("get_memory", {"ids": ["ffffffffffff"]})
+            assert (getattr(bad, "is_error", None) or getattr(bad, "isError", None)) is True
+            assert "no memory with id ffffffffffff" in bad.content[0].text
+            assert _data(await client.call_tool("list_projects", {})) == []
+
+    anyio.run(session)
+
+
+def test_mcp_command_is_registered(cli_env):
+    p = subprocess.run([str(BIN / "lethe"), "mcp", "--help"], env=cli_env, capture_output=True, text=True)
+    assert p.returncode == 0 and "stdio" in p.stdout

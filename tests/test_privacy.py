@@ -1,0 +1,137 @@
+"""Privacy on every write path: <private> spans and secrets never reach the index."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import BIN, write
+from lethe_sql.markdown import Document, parse
+from lethe_sql.privacy import scrub
+
+LETHE = str(BIN / "lethe")
+
+# Realistic shapes (fake values, the right lengths and alphabets).
+SECRETS = {
+    "anthropic-key": "sk-ant-api03-Zq8mT4vKp2LxW9nB7cYdF3gH6jR1sU5eA0oI-_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890AbCdEfGh",
+    "openai-key": "sk-proj-4fKq9LmN2pR7sT1vW3xY5zA8bC0dE6gH",
+    "aws-access-key": "AKIAZ7QXN4M2K8P5R3TW",
+    "github-token": "ghp_R2d2C3p0L8k9J7h6G5f4D3s2A1q0W9e8R7t6",
+    "slack-token": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTQyIiwicm9sZSI6ImFkbWluIn0.Q9xZ7mK2pL4vN8rT1sW6yB3cD5fG0hJ",
+}
+URL_PASSWORD = "Hunter2Tr0ub4dor"
+ASSIGNED = "pa55-w0rd-correct-horse"
+PEM_BODY = "MIIEowIBAAKCAQEAq7BFUd5tJ9Xc1LmN2pQ3rS4tU5vW6xY7zA8bC9dE0fG1hI2j"
+GH_PAT = "github_pat_11ABCDEFG0aBcDeFgHiJkL_mNoPqRsTuVwXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ01234"
+PRIVATE = "my-home-address-is-42-elm-street"
+
+
+def leaky_text() -> str:
+    return (
+        f"Deploy notes: the Anthropic key {SECRETS['anthropic-key']} and OpenAI {SECRETS['openai-key']}.\n"
+        f"AWS id {SECRETS['aws-access-key']}, GitHub {SECRETS['github-token']} and {GH_PAT}.\n"
+        f"Slack bot {SECRETS['slack-token']}; session JWT {SECRETS['jwt']}.\n"
+        f"Database at postgres://deploy:{URL_PASSWORD}@db.internal:5432/app, and password={ASSIGNED}\n"
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+        f"{PEM_BODY}\n"
+        "-----END OPENSSH PRIVATE KEY-----\n"
+        f"Staging listens on port 5433. <private>{PRIVATE}</private> Keep max_tokens=512.\n"
+    )
+
+
+ALL_SECRET_BYTES = [*SECRETS.values(), URL_PASSWORD, ASSIGNED, PEM_BODY, GH_PAT, PRIVATE]
+
+
+def test_scrub_redacts_every_shape_and_is_idempotent():
+    out = scrub(leaky_text())
+    for s in ALL_SECRET_BYTES:
+        assert s not in out.text
+    assert out.count == 11  # 9 secrets, 1 PEM block, 1 private span
+    for kind in [*SECRETS, "url-password", "password", "private-key"]:
+        assert f"[REDACTED:{kind}]" in out.text
+    # the ordinary words stay
+    assert "port 5433" in out.text and "max_tokens=512" in out.text and "postgres://deploy:" in out.text
+    again = scrub(out.text)
+    assert again.text == out.text and again.count == 0
+
+
+@pytest.mark.parametrize("text", [
+    "The password policy says twelve characters.",
+    "Set max_tokens=4096 and the token limit: 5 per request.",
+    "Clone https://github.com/acme/tool.git and open http://localhost:8080/a@b",
+    "sk-learn is a library; the ask-ant role; AKIA is a prefix",
+])
+def test_ordinary_text_is_left_alone(text):
+    assert scrub(text).text == text and scrub(text).count == 0
+
+
+def test_private_span_across_sections_and_unclosed_span():
+    md = "# t\n## one\nkeep this <private>hide\n## two\nall of this</private> and this\n## three\nvisible <PRIVATE>rest"
+    chunks = parse(md, "2026-11-01.md")
+    texts = [c.text for c in chunks]
+    assert texts == ["keep this  and this", "visible"]
+    assert sum(c.redacted for c in chunks) == 2
+    assert all("hide" not in c.content and "rest" not in c.content for c in chunks)
+
+
+def test_document_path_scrubs_too():
+    c = Document(f"token {SECRETS['github-token']} here", heading=f"key {SECRETS['aws-access-key']}").to_chunk(0, "x")
+    assert SECRETS["github-token"] not in c.content + c.text and SECRETS["aws-access-key"] not in c.heading
+    assert c.redacted == 2
+
+
+def _db_bytes(store) -> bytes:
+    store.con.execute("CHECKPOINT")
+    store.close()
+    return store.db_path.read_bytes()
+
+
+def test_index_keeps_secrets_out_of_the_database_but_leaves_the_users_file(project):
+    path = write(project.memory_dir / "2026-11-02.md", "# day\n## 10:00 deploy\n" + leaky_text())
+    before = path.read_bytes()
+    report = project.index()
+    assert report.redacted == 11 and report.entries_added == 1
+    assert path.read_bytes() == before  # the user's own file is never rewritten
+    hits = project.search("staging port deploy notes", top_k=3)
+    dumped = json.dumps([h.as_dict() for h in hits])
+    assert "5433" in dumped
+    for s in ALL_SECRET_BYTES:
+        assert s not in dumped
+    data = _db_bytes(project)
+    for s in ALL_SECRET_BYTES:
+        assert s.encode() not in data, s
+    assert b"REDACTED:anthropic-key" in data
+
+
+def test_cli_add_writes_and_indexes_no_secret(tmp_path, cli_env):
+    root = tmp_path / "p"
+    p = subprocess.run([LETHE, "--root", str(root), "add", "--json", "-"], input=leaky_text(), env=cli_env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["redacted"] == 11
+    files = list((root / ".lethe" / "memory").glob("*.md"))
+    written = files[0].read_text()
+    assert "port 5433" in written
+    for s in ALL_SECRET_BYTES:
+        assert s not in written
+    out = subprocess.run([LETHE, "--root", str(root), "search", "deploy notes staging", "--json"], env=cli_env,
+                         capture_output=True, text=True, timeout=300).stdout
+    assert "5433" in out and not any(s in out for s in ALL_SECRET_BYTES)
+    p = subprocess.run([LETHE, "--root", str(root), "add", f"<private>{PRIVATE}</private>"], env=cli_env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "private" in p.stderr
+    idx = root / ".lethe" / "index"
+    data = b"".join(f.read_bytes() for f in idx.iterdir() if f.name.startswith("lethe.duckdb"))
+    for s in ALL_SECRET_BYTES:
+        assert s.encode() not in data
+
+
+def test_an_index_built_before_privacy_reads_every_file_once_more(project):
+    write(project.memory_dir / "2026-11-09.md", "## a\nplain memory\n")
+    assert project.index().files_indexed == 1
+    assert project.index().files_unchanged == 1
+    project.con.execute("DELETE FROM meta WHERE key = 'privacy'")  # as an older lethe left it
+    again = project.index()
+    assert again.files_indexed == 1 and again.entries_added == 0 and again.entries_removed == 0
+    assert project.index().files_unchanged == 1
