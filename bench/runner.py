@@ -707,7 +707,7 @@ def _learning_section(learning, opts, configs, arrays, second_half, learn_ms, st
     for c in configs:
         if not learns(c):
             continue
-        info = {"judge": c.judge, "static": c.static, "stores": learn_info[c.name]["stores"],
+        info = {"judge": c.judge or "auto", "static": c.static, "stores": learn_info[c.name]["stores"],
                 "learning_searches": len(learn_ms[c.name]),
                 "learn_update_ms": _percentiles([x for x in learn_ms[c.name] if x == x]),
                 "search_with_learning_ms": _percentiles([x for x in step_ms[c.name] if x == x])}

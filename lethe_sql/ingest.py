@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .fts import fts_add, fts_delete
+from .fts import context_refresh, context_sync, fts_add, fts_delete
 from .markdown import Chunk, parse
 
 MAX_FILE_BYTES = int(os.environ.get("LETHE_MAX_FILE_BYTES", 16 * 1024 * 1024))
@@ -51,6 +51,7 @@ class IndexReport:
     entries_removed: int = 0
     entries_total: int = 0
     entries_absorbed: int = 0      # near-duplicates merged into another entry by this pass
+    redacted: int = 0              # secrets redacted + private spans removed in what this pass read
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
@@ -187,10 +188,13 @@ def token_index_delete(con, ids: Sequence[str]) -> None:
     con.execute("DELETE FROM token_vectors WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
 
 
-def insert_entries(con, new: Sequence[tuple[str, Chunk]], vectors: np.ndarray, tokens: Sequence | None) -> None:
+def insert_entries(
+    con, new: Sequence[tuple[str, Chunk]], vectors: np.ndarray, tokens: Sequence | None, *, context: bool = True
+) -> None:
     """Insert new entries with their vectors, index them for BM25 and store their token
     vectors (inside the caller's transaction). The one insert path: indexing and
-    ``lethe dedupe --restore`` both use it."""
+    ``lethe dedupe --restore`` both use it. ``context``: build their context field now
+    (``apply_changes`` passes False and syncs every context it touched at the end)."""
     if not new:
         return
     con.register("_lethe_new", _stage_entries(new, vectors))
@@ -200,6 +204,8 @@ def insert_entries(con, new: Sequence[tuple[str, Chunk]], vectors: np.ndarray, t
     )
     con.unregister("_lethe_new")
     fts_add(con, [c.id for _, c in new])
+    if context:
+        context_refresh(con, [c.id for _, c in new])
     if tokens is not None:
         token_index_add(con, [c.id for _, c in new], tokens)
 
@@ -210,14 +216,18 @@ def _absorbed_state(con, sources: list[str]) -> tuple[set[str], list[tuple[str, 
     back because their keeper goes while they still occur in a source this pass
     leaves alone). A wanted absorbed id whose keeper goes is simply not skipped."""
     rows = con.execute(
-        """WITH post_occ AS (
-               SELECT id FROM entry_sources WHERE source NOT IN (SELECT unnest($1::VARCHAR[]))
-               UNION SELECT id FROM _lethe_wanted),
-           live AS (SELECT id FROM entries WHERE id IN (SELECT id FROM post_occ))
+        """WITH ids AS MATERIALIZED (SELECT id FROM absorbed UNION SELECT into_id FROM absorbed),
+           -- only the absorbed ids and their keepers matter: never hash all entries
+           post_occ AS (
+               SELECT id FROM entry_sources
+               WHERE id IN (SELECT id FROM ids) AND source NOT IN (SELECT unnest($1::VARCHAR[]))
+               UNION SELECT id FROM _lethe_wanted WHERE id IN (SELECT id FROM ids)),
+           live AS (SELECT id FROM entries WHERE id IN (SELECT id FROM post_occ)),
+           present AS (SELECT id FROM entries WHERE id IN (SELECT id FROM ids))
            SELECT a.id, a.into_id IN (SELECT id FROM live) AS keeper_live,
                   a.id IN (SELECT id FROM _lethe_wanted) AS is_wanted,
                   a.id IN (SELECT id FROM post_occ) AS occurs,
-                  a.id IN (SELECT id FROM entries) AS is_entry
+                  a.id IN (SELECT id FROM present) AS is_entry
            FROM absorbed AS a""",
         [sources],
     ).fetchall()
@@ -251,14 +261,19 @@ def _near_duplicates(
     still hold after this pass (``_lethe_wanted`` holds the wanted ids)."""
     from . import dedup
 
-    ex_ids, ex_lens, ex_mat = dedup.fetch_vectors(
-        con,
-        "id IN (SELECT id FROM entry_sources WHERE source NOT IN (SELECT unnest(?::VARCHAR[]))) "
-        "OR id IN (SELECT id FROM _lethe_wanted)",
-        [sources],
-    )
-    m = len(ex_ids)
     vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    live = (
+        "(id IN (SELECT id FROM entry_sources WHERE source NOT IN (SELECT unnest(?::VARCHAR[]))) "
+        "OR id IN (SELECT id FROM _lethe_wanted))"
+    )
+    if len(vecs) <= dedup.SQL_PREFILTER_MAX:  # small batch (an add): fetch only the near ones
+        near = dedup.candidate_ids(con, vecs, threshold)
+        ex_ids, ex_lens, ex_mat = dedup.fetch_vectors(
+            con, f"id IN (SELECT unnest(?::VARCHAR[])) AND {live}", [near, sources]
+        )
+    else:
+        ex_ids, ex_lens, ex_mat = dedup.fetch_vectors(con, live, [sources])
+    m = len(ex_ids)
     si, sj, ss = dedup.near_pairs(vecs, vecs, threshold, self_pairs=True)
     ni, nj, ns = dedup.near_pairs(vecs, ex_mat, threshold)
     if len(si) + len(ni) == 0:
@@ -433,7 +448,7 @@ def apply_changes(
             con.register("_lethe_occ", occ)
             con.execute("INSERT INTO entry_sources SELECT source, position, id, heading FROM _lethe_occ")
             con.unregister("_lethe_occ")
-        insert_entries(con, new, vectors, tokens)
+        insert_entries(con, new, vectors, tokens, context=False)
         if absorbed_new:
             _record_absorbed_new(con, absorbed_new)
         dedup.absorb_existing(con, absorb_old)
@@ -443,12 +458,14 @@ def apply_changes(
                FROM (SELECT id, arg_min(source, (source, position)) AS source,
                             arg_min(position, (source, position)) AS position,
                             arg_min(heading, (source, position)) AS heading
-                     FROM entry_sources GROUP BY id) AS o
+                     FROM entry_sources
+                     WHERE id IN (SELECT id FROM entries WHERE source IN (SELECT unnest(?::VARCHAR[])))
+                     GROUP BY id) AS o
                WHERE entries.id = o.id
                  AND entries.source IN (SELECT unnest(?::VARCHAR[]))
                  AND (entries.source <> o.source OR entries.position <> o.position
                       OR entries.heading IS DISTINCT FROM o.heading)""",
-            [sources],
+            [sources, sources],
         )
         gone = [
             r[0]
@@ -470,6 +487,8 @@ def apply_changes(
                 "DELETE FROM absorbed WHERE id NOT IN (SELECT id FROM entry_sources) "
                 "OR into_id NOT IN (SELECT id FROM entries)"
             )
+        # The context field of every entry whose home is or was in these sources.
+        context_sync(con, sources, [c.id for _, c in new])
         for src, (facts, _) in changed.items():
             if facts is None:
                 con.execute("DELETE FROM source_files WHERE path = ?", [src])
