@@ -22,7 +22,10 @@ ENV_HELP = (
     'wait for a locked database, default 10), LETHE_MAX_FILE_BYTES (largest memory file indexed, default '
     '16 MiB), LETHE_THREADS (onnxruntime threads). Every search setting (top_k, depth, k_shallow, k_deep, '
     'judge, rerank_threshold, rif, n_clusters, rif_rate, rif_reinforce, rif_max, rif_lambda, rif_alpha, ...) '
-    'can be set in .lethe/config.toml or as LETHE_<NAME>, e.g. LETHE_JUDGE=none. '
+    'can be set in .lethe/config.toml (`lethe config list`) or as LETHE_<NAME>, e.g. LETHE_JUDGE=none; the '
+    'environment wins over the file. LETHE_HOME (global registry folder, default ~/.lethe), '
+    'LETHE_DISABLE_GLOBAL_REGISTRY=1 (`lethe index` registers nothing), LETHE_AUTO_REGISTER (true/false, '
+    'overrides auto_register). '
 ).strip()
 
 app = typer.Typer(
@@ -113,6 +116,9 @@ def main_callback(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     state.root = root
+    from .config_cli import apply_model_paths  # embed_model / rerank_model from .lethe/config.toml
+
+    apply_model_paths(root)
 
 
 @app.command()
@@ -142,23 +148,31 @@ def add(
     with _errors():
         if text == "-":
             text = sys.stdin.read()
+        from .privacy import scrub
+
+        redacted = scrub(text or "").count + (scrub(heading).count if heading else 0)
         with _store() as store:
             entry_id = store.add(text, heading=heading)
         if json_out:
-            _print_json({"id": entry_id})
+            _print_json({"id": entry_id, "redacted": redacted})
         else:
-            typer.echo(f"added {entry_id}")
+            typer.echo(f"added {entry_id}" + (f" ({redacted} secret(s)/private span(s) left out)" if redacted else ""))
 
 
 @app.command()
 def index(
     rebuild: bool = typer.Option(False, "--rebuild", help="Re-embed everything and rebuild the FTS tables."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    no_register: bool = typer.Option(False, "--no-register", help="Do not add this project to the global registry."),
 ) -> None:
     """Index the memory folder incrementally (unchanged files are skipped)."""
     with _errors():
         with _store() as store, _progress(not json_out) as cb:
             report = store.index(progress=cb, rebuild=rebuild)
+        if not no_register:
+            from .registry import register_quietly
+
+            report.warnings.extend(w for w in [register_quietly(store.root)[1]] if w)
         for w in report.warnings:
             _err(f"warning: {w}")
         if json_out:
@@ -171,6 +185,7 @@ def index(
                 f"{report.entries_total} in total ({report.seconds:.2f} s)"
                 + (f"; {report.entries_absorbed} near-duplicate(s) absorbed (lethe dedupe --list)"
                    if report.entries_absorbed else "")
+                + (f"; {report.redacted} secret(s)/private span(s) kept out of the index" if report.redacted else "")
             )
 
 
@@ -198,9 +213,16 @@ def search(
     judge: Optional[str] = typer.Option(None, "--judge", help="auto, cross-encoder, late-interaction or none."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list of results."),
     read_only: bool = typer.Option(False, "--read-only", help="Open the index read-only: nothing is learned or changed."),
+    all_projects: bool = typer.Option(False, "--all", help="Search every registered project (read-only; lethe projects list)."),
+    projects: Optional[str] = typer.Option(None, "--projects", help="Search these registered projects: slugs or roots, comma-separated."),
 ) -> None:
-    """Search this project's memory."""
+    """Search this project's memory (or several projects' with --all / --projects)."""
     with _errors():
+        if all_projects or projects is not None:
+            from .cli_projects import federated_search
+
+            return federated_search(query, all_projects=all_projects, projects=projects, top_k=top_k,
+                                    judge=judge, json_out=json_out, mode=mode)
         with _store(read_only=read_only, create=False) as store:
             hits = store.search(query, top_k=top_k, mode=mode, judge=judge)
         judge_name = hits[0].judge if hits else None
@@ -249,7 +271,7 @@ def explain(
     pool: bool = typer.Option(False, "--pool", help="Show the whole judged pool, not only the results."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Show how each result was ranked: BM25, dense, fused, suppression, judge, final.
+    """Show how each result was ranked: BM25, context BM25, dense, fused, suppression, judge, final.
 
     Runs the same pipeline as `lethe search` but learns nothing."""
     with _errors():
@@ -262,8 +284,10 @@ def explain(
                 "final_rank": c.final_rank, "id": c.id,
                 "bm25_rank": c.bm25_rank, "bm25_score": c.bm25_score,
                 "dense_rank": c.dense_rank, "dense_score": c.dense_score,
+                "ctx_rank": c.ctx_rank, "ctx_score": c.ctx_score,
                 "fused": c.fused, "cluster": out.cue, "suppression": c.suppression, "adjusted": c.adjusted,
-                "pool_rank": c.pool_rank, "judge_score": c.judge_score, "judge_rank": c.judge_rank,
+                "pool_rank": c.pool_rank, "judge_raw": c.judge_raw, "judge_score": c.judge_score,
+                "judge_rank": c.judge_rank,
                 "deep": c.deep, "source": c.source, "heading": c.heading,
             }
             for c in rows
@@ -274,14 +298,16 @@ def explain(
             return
         typer.echo(f"judge: {out.judge or 'none'}   cluster: {out.cue}   deep pass: {'yes' if out.deep else 'no'}"
                    f"   RIF: {'on' if out.rif else 'off'}")
-        typer.echo(f"{'final':>5} {'bm25':>10} {'dense':>11} {'fused':>7} {'supp':>6} {'pool':>4} {'judge':>12}  memory")
+        typer.echo(f"{'final':>5} {'bm25':>10} {'ctx bm25':>10} {'dense':>11} {'fused':>7} {'supp':>6} {'pool':>4} "
+                   f"{'judge':>8} {'final score':>12}  memory")
         for d in data:
             b = f"{d['bm25_rank'] or '-'}:{_fmt(d['bm25_score'], '.2f')}"
+            cb = f"{d['ctx_rank'] or '-'}:{_fmt(d['ctx_score'], '.2f')}"
             dn = f"{d['dense_rank'] or '-'}:{_fmt(d['dense_score'], '.3f')}"
             j = f"{d['judge_rank'] or '-'}:{_fmt(d['judge_score'], '.3f')}"
-            where = (d["heading"] or d["source"] or "")[:48]
-            typer.echo(f"{d['final_rank'] or '-':>5} {b:>10} {dn:>11} {d['fused']:.4f} {d['suppression']:.3f} "
-                       f"{d['pool_rank']:>4} {j:>12}  {where} ({d['id'][:8]})")
+            where = (d["heading"] or d["source"] or "")[:40]
+            typer.echo(f"{d['final_rank'] or '-':>5} {b:>10} {cb:>10} {dn:>11} {d['fused']:7.4f} {d['suppression']:6.3f} "
+                       f"{d['pool_rank']:>4} {_fmt(d['judge_raw'], '.3f'):>8} {j:>12}  {where} ({d['id'][:8]})")
 
 
 rif_app = typer.Typer(help="Retrieval-induced forgetting: what the store has learned.", no_args_is_help=True)
@@ -388,6 +414,23 @@ app.command("bench")(bench_command)
 
 from .cli_dedup import dedupe_command  # noqa: E402
 app.command("dedupe")(dedupe_command)
+
+
+from .cli_agent import enrich_command, expand, hook_app, install_app, mcp_command, mine_command  # noqa: E402
+app.command("expand")(expand)
+app.command("enrich")(enrich_command)
+app.command("mcp")(mcp_command)
+app.command("mine")(mine_command)
+app.add_typer(hook_app, name="hook")
+app.add_typer(install_app, name="install")
+
+
+from .cli_projects import projects_app, sql_command  # noqa: E402
+app.add_typer(projects_app, name="projects")
+app.command("sql")(sql_command)
+
+from .config_cli import config_app  # noqa: E402
+app.add_typer(config_app, name="config")
 
 
 def main() -> None:

@@ -1,0 +1,364 @@
+"""``lethe config get|set|unset|list``: the project's ``.lethe/config.toml``.
+
+Keys are the search and learning settings (``lethe_sql.settings.Settings``), plus
+``auto_register`` (whether ``lethe index`` adds the project to the global registry) and
+the model paths ``embed_model`` / ``rerank_model`` (a folder holding model.onnx and
+tokenizer.json, or a .onnx file; relative paths are read from the project root). Each
+has an environment override, ``LETHE_<KEY>`` (upper case), which wins over the file.
+
+The file is read with ``tomllib`` and written by hand: ``set`` replaces the line that
+defines the key (flat or inside a ``[table]``, as ``load_settings`` reads both) or adds
+``key = value`` above the first table; every other line is kept as it is. The result
+is parsed again and compared with the old content before it replaces the file
+(temporary file + rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .errors import LetheError, UsageError
+
+config_app = typer.Typer(
+    help="Read and change this project's settings (.lethe/config.toml). Every key can also be set as "
+    "LETHE_<KEY> in the environment, which wins over the file; `lethe config list` shows where each "
+    "value comes from.",
+    no_args_is_help=True,
+)
+
+CHOICES = {"judge": ("auto", "cross-encoder", "late-interaction", "none"), "fusion": ("z", "rrf")}
+MIN_1 = {"top_k", "depth", "k_shallow", "k_deep", "n_clusters"}
+
+DESCRIPTIONS = {
+    "top_k": "results a search returns",
+    "depth": "entries each first-stage list (BM25, context BM25, dense) contributes",
+    "k_shallow": "pool the judge scores first",
+    "k_deep": "pool when the best shallow judge score is below the threshold",
+    "judge": "second stage: auto, cross-encoder, late-interaction or none",
+    "fusion": "first-stage fusion: z (z-scored scores) or rrf (reciprocal rank)",
+    "w_bm25": "weight of BM25 over the entry's text in z fusion",
+    "w_ctx": "weight of BM25 over the context field in z fusion",
+    "w_dense": "weight of cosine similarity in z fusion",
+    "blend_judge": "late interaction: weight of the z-scored MaxSim in the final score",
+    "blend_bm25": "late interaction: weight of z-scored BM25 in the final score",
+    "blend_ctx": "late interaction: weight of z-scored context BM25 in the final score",
+    "blend_dense": "late interaction: weight of z-scored cosine in the final score",
+    "rerank_threshold": "go deep when the best judge score is below this (unset: the judge's default)",
+    "rif": "retrieval-induced forgetting on or off",
+    "n_clusters": "query clusters RIF learns per",
+    "rif_rate": "suppression added to a loser per search",
+    "rif_reinforce": "suppression removed from a winner per search",
+    "rif_max": "largest suppression",
+    "rif_lambda": "decay of suppression per search step",
+    "rif_alpha": "weight of suppression in the first-stage score",
+    "refit_growth": "refit the query clusters when the log grew by this factor",
+    "lifecycle": "tier lifecycle (naive, gc, memory, apoptotic) on or off",
+    "dedup": "merge near-duplicates on write",
+    "dedup_threshold": "cosine at or above which two entries merge",
+    "dedup_max_batch": "larger write batches skip on-write near-duplicate detection",
+    "auto_register": "`lethe index` adds this project to the global registry ($LETHE_HOME/projects.json)",
+    "embed_model": "bi-encoder: a folder with model.onnx + tokenizer.json, or a .onnx file",
+    "rerank_model": "cross-encoder: a folder with model.onnx + tokenizer.json, or a .onnx file",
+}
+
+EXTRA = {"auto_register": ("bool", True), "embed_model": ("path", None), "rerank_model": ("path", None)}
+
+
+def keys() -> dict[str, tuple[str, object]]:
+    """key -> (type name, default)."""
+    from .settings import Settings
+
+    out: dict[str, tuple[str, object]] = {}
+    for f in fields(Settings):
+        t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        out[f.name] = (t.replace(" ", ""), f.default)
+    out.update(EXTRA)
+    return out
+
+
+def env_name(key: str) -> str:
+    return f"LETHE_{key.upper()}"
+
+
+def config_path(root: Path) -> Path:
+    return Path(root) / ".lethe" / "config.toml"
+
+
+def check_key(key: str) -> tuple[str, object]:
+    known = keys()
+    if key not in known:
+        raise UsageError(f"unknown config key {key!r}; `lethe config list` shows the keys")
+    return known[key]
+
+
+def parse_value(key: str, raw: str):
+    """The typed value of ``raw`` for ``key``; UsageError with one line when it does not fit."""
+    kind, _ = check_key(key)
+    text = raw.strip()
+    try:
+        if kind == "bool":
+            low = text.lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ValueError
+        if kind == "int":
+            v = int(text)
+            if v < (1 if key in MIN_1 else 0):
+                raise UsageError(f"{key} must be at least {1 if key in MIN_1 else 0}, got {v}")
+            return v
+        if kind in ("float", "float|None"):
+            v = float(text)
+            if not math.isfinite(v):
+                raise ValueError
+            return v
+    except ValueError:
+        want = {"bool": "true or false", "int": "an integer", "float": "a number", "float|None": "a number"}[kind]
+        raise UsageError(f"{key} takes {want}, got {raw!r}") from None
+    if key in CHOICES and text not in CHOICES[key]:
+        raise UsageError(f"{key} takes one of {', '.join(CHOICES[key])}, got {raw!r}")
+    if not text:
+        raise UsageError(f"{key} takes a non-empty value")
+    return text
+
+
+def toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        r = repr(v)
+        return r if any(c in r for c in ".en") else r + ".0"
+    return json.dumps(str(v))  # a TOML basic string: JSON escapes are TOML escapes
+
+
+def _read(path: Path) -> tuple[str, dict]:
+    import tomllib
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return "", {}
+    except OSError as exc:
+        raise LetheError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LetheError(f"{path} is not valid TOML ({exc}); fix it by hand") from None
+
+
+def flatten(data: dict) -> dict:
+    out: dict = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out.update(v)
+        else:
+            out[k] = v
+    return out
+
+
+_HEADER = re.compile(r"^\s*\[")
+
+
+def _key_line(key: str) -> re.Pattern:
+    return re.compile(r"^\s*(?:" + re.escape(key) + r'|"' + re.escape(key) + r'")\s*=')
+
+
+def edit(text: str, key: str, value) -> str:
+    """``text`` with ``key`` set to ``value`` (None: removed); other lines untouched."""
+    lines = text.splitlines(keepends=True)
+    pat = _key_line(key)
+    hits = [i for i, line in enumerate(lines) if pat.match(line)]
+    if value is None:
+        return "".join(line for i, line in enumerate(lines) if i not in hits)
+    new = f"{key} = {toml_value(value)}\n"
+    if hits:
+        i = hits[0]
+        indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+        lines[i] = indent + new
+        lines = [line for j, line in enumerate(lines) if j not in hits[1:]]
+        return "".join(lines)
+    first_table = next((i for i, line in enumerate(lines) if _HEADER.match(line)), len(lines))
+    if first_table and not lines[first_table - 1].endswith("\n"):
+        lines[first_table - 1] += "\n"
+    lines.insert(first_table, new)
+    return "".join(lines)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def set_value(root: Path, key: str, value) -> Path:
+    """Write ``key = value`` (None: remove it) into the project's config.toml."""
+    import tomllib
+
+    check_key(key)
+    path = config_path(root)
+    if not path.parent.is_dir():
+        raise UsageError(f"{root} is not a lethe project (no .lethe folder); run `lethe init` first")
+    text, data = _read(path)
+    new_text = edit(text, key, value)
+    try:
+        new = flatten(tomllib.loads(new_text))
+    except tomllib.TOMLDecodeError as exc:  # pragma: no cover - edit() writes valid lines
+        raise LetheError(f"cannot set {key} in {path} by hand ({exc}); edit it yourself") from None
+    want = flatten(data)
+    want.pop(key, None)
+    if value is not None:
+        want[key] = value
+    if new != want:
+        raise LetheError(f"cannot set {key} in {path}: it is defined in a way this command does not edit "
+                         "(an inline table or a multi-line value); edit it yourself")
+    _write_atomic(path, new_text)
+    return path
+
+
+def effective(root: Path, env: dict | None = None) -> list[dict]:
+    """Every key with its value, where it comes from (env, config, default) and what it does."""
+    env = os.environ if env is None else env
+    _, data = _read(config_path(root)) if (Path(root) / ".lethe").is_dir() else ("", {})
+    flat = flatten(data)
+    rows = []
+    for key, (kind, default) in keys().items():
+        e = env_name(key)
+        if e in env:
+            raw, source = env[e], f"env {e}"
+            try:
+                unset = raw.strip().lower() in ("", "none") and kind in ("float|None", "path")
+                value = None if unset else parse_value(key, raw)
+            except UsageError:
+                value = raw
+        elif key in flat:
+            value, source = flat[key], "config"
+        else:
+            value, source = default, "default"
+        if key == "auto_register" and str(env.get("LETHE_DISABLE_GLOBAL_REGISTRY", "")).strip().lower() in (
+                "1", "true", "yes", "on"):
+            value, source = False, "env LETHE_DISABLE_GLOBAL_REGISTRY"
+        rows.append({"key": key, "value": value, "source": source, "type": kind, "default": default,
+                     "env": e, "description": DESCRIPTIONS.get(key, "")})
+    return rows
+
+
+def apply_model_paths(start: Path | None) -> None:
+    """Make ``embed_model`` / ``rerank_model`` from the config.toml of the project at or
+    above ``start`` take effect in this process (as LETHE_EMBED_MODEL / LETHE_RERANK_MODEL,
+    unless those are set). Cheap, and never raises: every command calls it."""
+    try:
+        here = Path(start or os.getcwd()).expanduser().resolve()
+        root = next((d for d in (here, *here.parents) if (d / ".lethe").is_dir()), None)
+        if root is None or not config_path(root).is_file():
+            return
+        _, data = _read(config_path(root))
+    except (LetheError, OSError, RuntimeError):
+        return
+    flat = flatten(data)
+    for key in ("embed_model", "rerank_model"):
+        if isinstance(flat.get(key), str) and flat[key] and env_name(key) not in os.environ:
+            p = Path(flat[key]).expanduser()
+            os.environ[env_name(key)] = str(p if p.is_absolute() else Path(root) / p)
+
+
+def _root() -> Path:
+    from . import cli
+    from .store import find_root
+
+    return find_root(cli.state.root)
+
+
+def _show(v) -> str:
+    if v is None:
+        return "(unset)"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+@config_app.command("list")
+def config_list(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Every key: its value, where the value comes from, and what it does."""
+    from . import cli
+
+    with cli._errors():
+        rows = effective(_root())
+        if json_out:
+            cli._print_json(rows)
+            return
+        w = max(len(r["key"]) for r in rows)
+        for r in rows:
+            typer.echo(f"{r['key']:<{w}}  {_show(r['value']):<16} {r['source']:<10}  {r['description']}")
+
+
+@config_app.command("get")
+def config_get(
+    key: str = typer.Argument(..., help="A key (see `lethe config list`)."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON: value and source."),
+) -> None:
+    """Print the value in effect for KEY (environment, else config.toml, else the default)."""
+    from . import cli
+
+    with cli._errors():
+        check_key(key)
+        row = next(r for r in effective(_root()) if r["key"] == key)
+        if json_out:
+            cli._print_json(row)
+        else:
+            typer.echo(_show(row["value"]))
+
+
+@config_app.command("set")
+def config_set(
+    key: str = typer.Argument(..., help="A key (see `lethe config list`)."),
+    value: str = typer.Argument(..., help="Its value; 'default' removes it from the file (so does 'none' for "
+                                "rerank_threshold and the model paths)."),
+) -> None:
+    """Write KEY = VALUE into .lethe/config.toml (checked against the key's type)."""
+    from . import cli
+
+    with cli._errors():
+        kind, _ = check_key(key)
+        low = value.strip().lower()
+        unset = low in ("default", "unset") or (low == "none" and kind in ("float|None", "path"))
+        v: Optional[object] = None if unset else parse_value(key, value)
+        root = _root()
+        path = set_value(root, key, v)
+        typer.echo(f"{key} = {_show(v)} in {path}" if v is not None else f"{key} removed from {path} (default applies)")
+        if env_name(key) in os.environ:
+            cli._err(f"warning: {env_name(key)} is set in the environment and overrides the file")
+
+
+@config_app.command("unset")
+def config_unset(key: str = typer.Argument(..., help="A key (see `lethe config list`).")) -> None:
+    """Remove KEY from .lethe/config.toml: its default (or environment) value applies."""
+    from . import cli
+
+    with cli._errors():
+        check_key(key)
+        path = set_value(_root(), key, None)
+        typer.echo(f"{key} removed from {path} (default applies)")
