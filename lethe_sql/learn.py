@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .judges import ids_literal
+from .judges import ids_literal, sigmoid
 from .vectors import vec_literal
 
 APOPTOSIS_AFFINITY = 0.15
@@ -96,18 +96,19 @@ def update(
             # affinity, retrieval count and tier in one pass; the tier rule reads the new values
             con.execute(
                 """UPDATE entries SET
-                       affinity = 0.8 * affinity + 0.2 * (1 / (1 + exp(-o.logit))),
+                       affinity = 0.8 * affinity + 0.2 * list_extract(CAST($sig AS DOUBLE[]), list_position(CAST($ids AS VARCHAR[]), id)),
                        retrieval_count = retrieval_count + 1,
                        last_retrieval_step = $step,
                        tier = CASE
-                           WHEN tier IN ('naive', 'gc') AND 0.8 * affinity + 0.2 * (1 / (1 + exp(-o.logit))) >= 0.65
+                           WHEN tier IN ('naive', 'gc')
+                                AND 0.8 * affinity + 0.2 * list_extract(CAST($sig AS DOUBLE[]), list_position(CAST($ids AS VARCHAR[]), id)) >= 0.65
                                 AND retrieval_count + 1 >= 5 THEN 'memory'
                            WHEN tier = 'naive' AND retrieval_count + 1 >= 3 THEN 'gc'
                            ELSE tier END
-                   FROM (SELECT unnest(CAST($ids AS VARCHAR[])) AS id, unnest(CAST($logits AS DOUBLE[])) AS logit) AS o
-                   WHERE entries.id = o.id""",
+                   WHERE list_contains(CAST($ids AS VARCHAR[]), id)""",
+                # sigmoid(logit) per winner, computed here; list_contains filters in the scan
                 {"step": step, "ids": ids_literal([w[0] for w in winners]),
-                 "logits": _floats_literal(w[1] for w in winners)},
+                 "sig": _floats_literal(sigmoid(w[1]) for w in winners)},
             )
         # Nothing can have idled past APOPTOSIS_IDLE before that many steps.
         if settings.lifecycle and step > APOPTOSIS_IDLE:
@@ -143,7 +144,7 @@ def _update_suppression(con, rows, n: int, step: int, cue: int, settings) -> Non
         eid: (s, last)
         for eid, s, last in con.execute(
             """DELETE FROM rif_suppression
-               WHERE cluster = $cue AND id IN (SELECT unnest(CAST($ids AS VARCHAR[])))
+               WHERE cluster = $cue AND list_contains(CAST($ids AS VARCHAR[]), id)
                RETURNING id, s, last_step""",
             {"cue": cue, "ids": ids_literal(list(touched))},
         ).fetchall()

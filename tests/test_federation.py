@@ -251,6 +251,7 @@ def test_lethe_sql_statements_and_the_documented_queries_run(fed_env):
         assert con.execute("SELECT count(*) FROM alpha.lethe_memories").fetchone()[0] == 4
         blocks = _sql_blocks(REPO / "docs" / "cross-project.md")
         assert len(blocks) == 2
+        assert all(b in _sql_blocks(REPO / "README.md") for b in blocks)  # the README shows the same two
         per_project = con.execute(blocks[0]).fetchall()
         assert {r[0] for r in per_project} == {"alpha", "gamma"} and all(r[1] == 1 for r in per_project)
         pairs = con.execute(blocks[1]).fetchall()
