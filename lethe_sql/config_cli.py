@@ -15,12 +15,10 @@ is parsed again and compared with the old content before it replaces the file
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 from typing import Optional
@@ -198,20 +196,10 @@ def edit(text: str, key: str, value) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    from .store import _atomic_write
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    _atomic_write(path, text.encode("utf-8"))
 
 
 def set_value(root: Path, key: str, value) -> Path:

@@ -51,7 +51,7 @@ from sqlglot import exp
 
 from .errors import LetheError, UsageError
 from .judges import ids_literal
-from .pipeline import Candidate, blend
+from .pipeline import Candidate, judge_order
 from .registry import Project
 from .resources import resource_dir, sql_files
 from .settings import Settings
@@ -568,23 +568,7 @@ def run(fed: Federation, enc, settings: Settings, judge: FederatedJudge | None) 
             if fresh:
                 scores.update(judge.score(enc, fresh))
             pool = wide
-        for c in pool:
-            c.judge_raw = scores.get((c.project, c.id))
-        if judge.blend:
-            # pipeline.blend keys by id; ids may repeat across projects, so blend by position
-            keyed = [_Keyed(c, n) for n, c in enumerate(pool)]
-            final = blend(keyed, settings)
-            for n, c in enumerate(pool):
-                c.judge_score = final[str(n)]
-        else:
-            for c in pool:
-                c.judge_score = c.judge_raw
-        ordered = sorted(
-            pool,
-            key=lambda c: (-(c.judge_score if c.judge_score is not None else float("-inf")), c.pool_rank),
-        )
-        for r, c in enumerate(ordered, 1):
-            c.judge_rank = r
+        ordered = judge_order(pool, settings, judge, [scores.get((c.project, c.id)) for c in pool])
         timings["judge"] = (time.perf_counter() - t1) * 1000
     else:
         ordered = pool
@@ -594,17 +578,6 @@ def run(fed: Federation, enc, settings: Settings, judge: FederatedJudge | None) 
     timings["total"] = (time.perf_counter() - t0) * 1000
     return FedOutcome(results, pool, judge.name if judge else None, deep, list(fed.projects), list(fed.skipped),
                       judge.batches if judge else 0, timings)
-
-
-class _Keyed:
-    """A view of a candidate whose ``id`` is its position (for ``pipeline.blend``)."""
-
-    def __init__(self, c: Candidate, n: int) -> None:
-        self._c = c
-        self.id = str(n)
-
-    def __getattr__(self, name):
-        return getattr(self._c, name)
 
 
 def search(

@@ -129,14 +129,7 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
                 c.deep = True
             scores.update(judge.score(con, enc, [c.id for c in fresh]))
             pool = wide
-        for c in pool:
-            c.judge_raw = scores.get(c.id)
-        final = blend(pool, settings) if getattr(judge, "blend", False) else None
-        for c in pool:
-            c.judge_score = final[c.id] if final is not None else c.judge_raw
-        ordered = sorted(pool, key=lambda c: (-(c.judge_score if c.judge_score is not None else float("-inf")), c.pool_rank))
-        for r, c in enumerate(ordered, 1):
-            c.judge_rank = r
+        ordered = judge_order(pool, settings, judge, [scores.get(c.id) for c in pool])
         timings["judge"] = (time.perf_counter() - t1) * 1000
     else:
         ordered = pool
@@ -173,10 +166,11 @@ def _z(x):
     return (x - x.mean()) / sd if sd > 1e-12 else np.zeros_like(x)
 
 
-def blend(pool: list[Candidate], s: Settings) -> dict[str, float]:
-    """The final score of a late-interaction search: the judge's score and the first
-    stage's signals, each z-scored over the judged pool, weighted (``Settings.blend_*``).
-    The same z-scoring as ``lethe_fused``; weights chosen on the LoCoMo tune half."""
+def blend(pool: list[Candidate], s: Settings) -> list[float]:
+    """The final score of a late-interaction search, per pool position: the judge's score
+    and the first stage's signals, each z-scored over the judged pool, weighted
+    (``Settings.blend_*``). The same z-scoring as ``lethe_fused``; weights chosen on the
+    LoCoMo tune half."""
     w = {"judge_raw": s.blend_judge, "bm25_score": s.blend_bm25, "ctx_score": s.blend_ctx,
          "dense_score": s.blend_dense}
     total = sum(abs(v) for v in w.values()) or 1.0
@@ -186,7 +180,22 @@ def blend(pool: list[Candidate], s: Settings) -> dict[str, float]:
     for f, wt in w.items():
         if wt:
             out += wt * _z([getattr(c, f) or 0.0 for c in pool])
-    return {c.id: float(v) / total for c, v in zip(pool, out)}
+    return [float(v) / total for v in out]
+
+
+def judge_order(pool: list, settings: Settings, judge, raw: list) -> list:
+    """Give every candidate its judge score (``raw``, by pool position), the final score
+    (blended for a judge that blends) and its judge rank; the pool in that order. Shared
+    by the single-project pipeline and the cross-project search."""
+    for c, r in zip(pool, raw):
+        c.judge_raw = r
+    final = blend(pool, settings) if getattr(judge, "blend", False) else [c.judge_raw for c in pool]
+    for c, f in zip(pool, final):
+        c.judge_score = f
+    ordered = sorted(pool, key=lambda c: (-(c.judge_score if c.judge_score is not None else float("-inf")), c.pool_rank))
+    for r, c in enumerate(ordered, 1):
+        c.judge_rank = r
+    return ordered
 
 
 def affinity_after(a: float, logit: float) -> float:
