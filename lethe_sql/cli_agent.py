@@ -259,8 +259,9 @@ def enrich_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only count the entries and estimate the cost."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Optional: add a gist, anticipated questions, entities and time markers to each entry
-    with an Anthropic model (needs ANTHROPIC_API_KEY), indexed beside the raw text.
+    """Optional: index an Anthropic model's gist, questions, entities and dates beside each entry.
+
+    Needs ANTHROPIC_API_KEY.
 
     Cached by (content hash, model): re-runs pay only for new entries. Entries are sent as
     indexed, i.e. with private spans and secrets already removed."""
@@ -308,8 +309,9 @@ def enrich_command(
 
 
 def mcp_command() -> None:
-    """Serve this project's memory to MCP clients over stdio (tools: add_memory,
-    search_memories, get_memory, list_projects)."""
+    """Serve this project's memory to MCP clients over stdio.
+
+    Tools: add_memory, search_memories, get_memory, list_projects."""
     cli = _cli()
     with cli._errors():
         try:
