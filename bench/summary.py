@@ -25,28 +25,33 @@ def _quality_rows(r: dict, folder: str) -> list[str]:
     return rows
 
 
-def _latency_rows(r: dict, folder: str) -> list[str]:
+def _latency_rows(r: dict, folder: str, names: list[str]) -> list[str]:
     rows = []
     for size, s in r["sizes"].items():
-        lat = " | ".join(f"{v['p50_ms']} / {v['p95_ms']}" for v in s["search"].values())
+        lat = " | ".join(f"{s['search'][n]['p50_ms']} / {s['search'][n]['p95_ms']}" if n in s["search"] else "-"
+                         for n in names)
+        learn = (s.get("learning") or {}).get("learn_update") or {}
         rows.append(
             f"| [{folder}]({folder}/report.md) | {r['vectors']} | {int(size):,} | {s['index_items_per_s']} | "
             f"{s.get('model_items_per_s') or '-'} | {s['add_one']['median_ms']} | "
-            f"{(s.get('cold_add') or {}).get('median_ms', '-')} | {lat} |"
+            f"{(s.get('cold_add') or {}).get('median_ms', '-')} | {lat} | "
+            f"{learn.get('p50_ms', '-')} / {learn.get('p95_ms', '-')} |"
         )
     return rows
 
 
 def summarize(root: Path) -> str:
-    quality, latency, names = [], [], None
+    quality, runs, names = [], [], []
     for res in sorted(root.glob("*/results.json")):
         r = json.loads(res.read_text())
         folder = res.parent.name
         if r.get("protocol") == "latency":
-            names = names or list(r["configs"])
-            latency.extend(_latency_rows(r, folder))
-        else:
+            names += [n for n in r["configs"] if n not in names]
+            runs.append((r, folder))
+        elif all("ci95" in c for c in (r.get("configs") or {}).values()) and r.get("configs"):
             quality.extend(_quality_rows(r, folder))
+        # other runs (e.g. federation-9x5k) have their own report.md
+    latency = [row for r, folder in runs for row in _latency_rows(r, folder, names)]
     out = ["# Committed benchmark results", "",
            "Each folder holds `results.json`, `report.md` (command, data sha256, version, machine, seed) and "
            "`chart.png`. Regenerate this table with `python -m lethe_sql.bench.summary bench/results`.", ""]
@@ -58,8 +63,9 @@ def summarize(root: Path) -> str:
     if latency:
         cols = " | ".join(f"{n} p50 / p95 ms" for n in (names or []))
         out += ["## Scale and latency (synthetic corpus)", "",
-                f"| run | vectors | entries | ingest items/s | bare model items/s | store.add ms | cold `lethe add` ms | {cols} |",
-                "|---|---|---|---|---|---|---|" + "---|" * len(names or []), *latency, ""]
+                f"| run | vectors | entries | ingest items/s | bare model items/s | store.add ms | cold `lethe add` ms | {cols} "
+                "| learning update p50 / p95 ms |",
+                "|---|---|---|---|---|---|---|" + "---|" * (len(names) + 1), *latency, ""]
     return "\n".join(out) + "\n"
 
 
