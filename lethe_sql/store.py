@@ -249,6 +249,7 @@ class MemoryStore:
             raise
         if load_fts(con):
             rebuild_fts(con)
+            con.execute("CHECKPOINT")  # the rebuild is DDL: keep it out of the WAL (db.defer_checkpoints)
         else:
             for t in ("docs", "terms", "dict"):
                 con.execute(f"DELETE FROM fts_main_entries.{t}")

@@ -167,3 +167,27 @@ def test_read_only_open_needs_a_migrated_database(tmp_path):
     with pytest.raises(duckdb.Error):
         con.execute("INSERT INTO meta VALUES ('a', 'b')")
     con.close()
+
+
+def test_a_closing_writer_leaves_its_changes_in_the_wal_and_every_reader_sees_them(tmp_path):
+    """connect() defers checkpoints (db.defer_checkpoints): closing a writer must not rewrite
+    the indexes, and nothing committed may be lost to a reader, read-only or attached."""
+    path = tmp_path / "x.duckdb"
+    con = connect(path)
+    con.execute("CHECKPOINT")
+    con.execute("INSERT INTO meta VALUES ('wal_probe', 'kept')")
+    con.close()
+    wal = tmp_path / "x.duckdb.wal"
+    assert wal.exists() and wal.stat().st_size > 0  # not checkpointed on close
+    ro = duckdb.connect(str(path), read_only=True)
+    assert ro.execute("SELECT value FROM meta WHERE key = 'wal_probe'").fetchone() == ("kept",)
+    ro.close()
+    other = duckdb.connect()
+    other.execute(f"ATTACH '{path}' AS p (READ_ONLY)")
+    assert other.execute("SELECT value FROM p.meta WHERE key = 'wal_probe'").fetchone() == ("kept",)
+    other.close()
+    con = connect(path)  # a writer reopens: replayed, then checkpointed on demand
+    con.execute("CHECKPOINT")
+    assert con.execute("SELECT value FROM meta WHERE key = 'wal_probe'").fetchone() == ("kept",)
+    con.close()
+    assert not wal.exists() or wal.stat().st_size == 0
