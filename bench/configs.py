@@ -268,3 +268,15 @@ register(LearningConfig(
 register(LearningConfig(
     "default+rif", "default with learning on (RIF and the lifecycle): what `lethe search` does",
     _default, _pipeline_missing, needs_token_index=True, judge=None, static="default"))
+RIF_FINAL = (("rif_final_alpha", 1.0),)
+
+
+def _default_rif_final(store, query: str, top_k: int = 10, depth: int = 30) -> list[str]:
+    out = store.search_outcome(query, top_k=top_k, learn=False, settings=store.settings.with_(**dict(RIF_FINAL)))
+    return [c.id for c in out.results]
+
+
+register(LearningConfig(
+    "default+rif-final", "default+rif with suppression also taken off the final score (rif_final_alpha 1.0, "
+    "fixed before measuring; experimental)", _default_rif_final, _pipeline_missing, needs_token_index=True,
+    judge=None, static="default", overrides=RIF_FINAL))

@@ -59,6 +59,7 @@ DESCRIPTIONS = {
     "rif_max": "largest suppression",
     "rif_lambda": "decay of suppression per search step",
     "rif_alpha": "weight of suppression in the first-stage score",
+    "rif_final_alpha": "experimental: weight of suppression taken off the judge's final score (0: off)",
     "refit_growth": "refit the query clusters when the log grew by this factor",
     "lifecycle": "tier lifecycle (naive, gc, memory, apoptotic) on or off",
     "dedup": "merge near-duplicates on write",

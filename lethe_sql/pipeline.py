@@ -190,8 +190,10 @@ def judge_order(pool: list, settings: Settings, judge, raw: list) -> list:
     for c, r in zip(pool, raw):
         c.judge_raw = r
     final = blend(pool, settings) if getattr(judge, "blend", False) else [c.judge_raw for c in pool]
+    late = settings.rif_final_alpha if settings.rif else 0.0
     for c, f in zip(pool, final):
-        c.judge_score = f
+        # Experimental (off by default): suppression also lowers the final score.
+        c.judge_score = f - late * (c.suppression or 0.0) if late and f is not None else f
     ordered = sorted(pool, key=lambda c: (-(c.judge_score if c.judge_score is not None else float("-inf")), c.pool_rank))
     for r, c in enumerate(ordered, 1):
         c.judge_rank = r

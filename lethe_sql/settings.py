@@ -39,6 +39,10 @@ class Settings:
     rif_max: float = 1.0
     rif_lambda: float = 0.005
     rif_alpha: float = 0.3
+    # Experimental, off: suppression times this is also taken off the judge's final score
+    # (the issue applies it before the judge only, where it barely moves results:
+    # bench/results/locomo-dev7-split-rif).
+    rif_final_alpha: float = 0.0
     refit_growth: float = 1.5       # refit k-means when the log grew by this factor since the last fit
     lifecycle: bool = True
     dedup: bool = True              # merge near-duplicates on write (lethe_sql/dedup.py)

@@ -212,3 +212,21 @@ def test_rif_state_survives_separate_processes_and_explain_matches_search(tmp_pa
     sh("rif", "reset")
     st = json.loads(sh("rif", "status", "--json"))
     assert (st["search_step"], st["logged_queries"], st["suppressed_pairs"]) == (0, 0, 0)
+
+
+def test_rif_final_alpha_takes_suppression_off_the_final_score_only_when_asked():
+    from types import SimpleNamespace
+
+    from lethe_sql.pipeline import judge_order
+    from lethe_sql.settings import Settings
+
+    def pool():
+        return [SimpleNamespace(id="a", pool_rank=1, suppression=0.8, judge_raw=None, judge_score=None, judge_rank=None),
+                SimpleNamespace(id="b", pool_rank=2, suppression=0.0, judge_raw=None, judge_score=None, judge_rank=None)]
+
+    plain = judge_order(pool(), Settings(), None, [2.0, 1.5])  # a judge without blending: raw scores order
+    assert [c.id for c in plain] == ["a", "b"]
+    late = judge_order(pool(), Settings(rif_final_alpha=1.0), None, [2.0, 1.5])
+    assert [c.id for c in late] == ["b", "a"] and late[1].judge_score == pytest.approx(2.0 - 0.8)
+    off = judge_order(pool(), Settings(rif_final_alpha=1.0, rif=False), None, [2.0, 1.5])
+    assert [c.id for c in off] == ["a", "b"]
