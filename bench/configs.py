@@ -242,14 +242,20 @@ register(Config("default", "MemoryStore.search(query, top_k) with default settin
                 _default, _pipeline_missing, pool=_fused_pool, pool_is_own_order=False, needs_token_index=True))
 
 
+def _overridden(name: str, overrides: tuple, judge: str | None = None) -> SearchFn:
+    """The search pipeline with ``overrides`` on the store's settings, learning off."""
+
+    def search(store, query: str, top_k: int = 10, depth: int = 30) -> list[str]:
+        s = store.settings.with_(**dict(overrides))
+        return [c.id for c in store.search_outcome(query, top_k=top_k, judge=judge, learn=False, settings=s).results]
+
+    search.__name__ = name
+    return search
+
+
+# hybrid+li as it was before the default changed: RRF pool, MaxSim alone orders it.
 HYBRID_LI = (("fusion", "rrf"), ("blend_judge", 1.0), ("blend_bm25", 0.0), ("blend_ctx", 0.0), ("blend_dense", 0.0))
-
-
-def _li_over_hybrid(store, query: str, top_k: int = 10, depth: int = 30) -> list[str]:
-    """hybrid+li as it was before the default changed: RRF pool, MaxSim alone orders it."""
-    s = store.settings.with_(**dict(HYBRID_LI))
-    out = store.search_outcome(query, top_k=top_k, judge="late-interaction", learn=False, settings=s)
-    return [c.id for c in out.results]
+_li_over_hybrid = _overridden("search_li_over_hybrid", HYBRID_LI, "late-interaction")
 
 
 register(Config("hybrid+li", "hybrid (RRF) pool, late-interaction judge alone (MaxSim over stored token vectors), "
@@ -269,14 +275,7 @@ register(LearningConfig(
     "default+rif", "default with learning on (RIF and the lifecycle): what `lethe search` does",
     _default, _pipeline_missing, needs_token_index=True, judge=None, static="default"))
 RIF_FINAL = (("rif_final_alpha", 1.0),)
-
-
-def _default_rif_final(store, query: str, top_k: int = 10, depth: int = 30) -> list[str]:
-    out = store.search_outcome(query, top_k=top_k, learn=False, settings=store.settings.with_(**dict(RIF_FINAL)))
-    return [c.id for c in out.results]
-
-
 register(LearningConfig(
     "default+rif-final", "default+rif with suppression also taken off the final score (rif_final_alpha 1.0, "
-    "fixed before measuring; experimental)", _default_rif_final, _pipeline_missing, needs_token_index=True,
+    "fixed before measuring; experimental)", _overridden("search_default_rif_final", RIF_FINAL), _pipeline_missing, needs_token_index=True,
     judge=None, static="default", overrides=RIF_FINAL))

@@ -148,11 +148,8 @@ def add(
     with _errors():
         if text == "-":
             text = sys.stdin.read()
-        from .privacy import scrub
-
-        redacted = scrub(text or "").count + (scrub(heading).count if heading else 0)
         with _store() as store:
-            entry_id = store.add(text, heading=heading)
+            entry_id, redacted = store.add_counted(text, heading=heading)
         if json_out:
             _print_json({"id": entry_id, "redacted": redacted})
         else:

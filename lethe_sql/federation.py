@@ -51,7 +51,7 @@ from sqlglot import exp
 
 from .errors import LetheError, UsageError
 from .judges import ids_literal
-from .pipeline import Candidate, judge_order
+from .pipeline import Candidate, judge_pool
 from .registry import Project
 from .resources import resource_dir, sql_files
 from .settings import Settings
@@ -426,18 +426,8 @@ class Federation:
         out = []
         for row in cur.fetchall():
             r = dict(zip(names, row))
-            out.append(
-                FedCandidate(
-                    id=r["id"], pool_rank=int(r["pool_rank"]), fused=float(r["fused"]),
-                    suppression=0.0, adjusted=float(r["adjusted"]),
-                    bm25_rank=r["bm25_rank"], bm25_score=r["bm25_score"],
-                    dense_rank=r["dense_rank"], dense_score=r["dense_score"],
-                    ctx_rank=r["ctx_rank"], ctx_score=r["ctx_score"],
-                    content=r["content"], text=r["text"], source=r["source"], heading=r["heading"],
-                    created_at=r["created_at"], session_id=r["session_id"], tier=r["tier"],
-                    project=self.aliases[r["project"]], root=self.roots[self.aliases[r["project"]]],
-                )
-            )
+            slug = self.aliases[r["project"]]
+            out.append(FedCandidate.from_row(r, project=slug, root=self.roots[slug]))  # suppression: 0.0 in SQL
         return out
 
     # -- the judges ----------------------------------------------------------------
@@ -554,21 +544,12 @@ def run(fed: Federation, enc, settings: Settings, judge: FederatedJudge | None) 
     deep = False
     if judge is not None and pool:
         t1 = time.perf_counter()
-        scores = judge.score(enc, pool)
-        threshold = settings.rerank_threshold
-        if threshold is None:
-            threshold = judge.default_threshold
-        if settings.k_deep > shallow_k and max(scores.values()) < threshold:
-            deep = True
-            wide = fed.candidates(enc, settings.k_deep, max(settings.depth, settings.k_deep), settings)
-            known = {(c.project, c.id) for c in pool}
-            fresh = [c for c in wide if (c.project, c.id) not in known]
-            for c in fresh:
-                c.deep = True
-            if fresh:
-                scores.update(judge.score(enc, fresh))
-            pool = wide
-        ordered = judge_order(pool, settings, judge, [scores.get((c.project, c.id)) for c in pool])
+        ordered, pool, deep = judge_pool(
+            pool, settings, judge, shallow_k,
+            score=lambda cands: judge.score(enc, cands),
+            widen=lambda: fed.candidates(enc, settings.k_deep, max(settings.depth, settings.k_deep), settings),
+            key=lambda c: (c.project, c.id),  # two projects may hold the same text, hence the same id
+        )
         timings["judge"] = (time.perf_counter() - t1) * 1000
     else:
         ordered = pool

@@ -71,6 +71,8 @@ def _stats(schema: str) -> str:
 
 _ADD = _add_statements(S, "entries")
 _DELETE = _delete_statements(S)
+
+
 def _with_ids(con, ids, statements, schema: str = S) -> None:
     con.execute("DROP TABLE IF EXISTS _fts_ids")
     con.execute("CREATE TEMP TABLE _fts_ids (id VARCHAR)")

@@ -65,11 +65,12 @@ def ids_literal(ids: Sequence[str]) -> str:
     return "[" + ",".join(ids) + "]"
 
 
-def _zscore(x: np.ndarray) -> np.ndarray:
+def _zscore(x: np.ndarray, eps: float = 1e-9) -> np.ndarray:
+    """(x - mean) / sd over ``x``; zeros when there is one value or the sd is at most ``eps``."""
     if len(x) < 2:
         return np.zeros_like(x)
     sd = float(x.std())
-    return (x - x.mean()) / sd if sd > 1e-9 else np.zeros_like(x)
+    return (x - x.mean()) / sd if sd > eps else np.zeros_like(x)
 
 
 class LateInteractionJudge:

@@ -40,14 +40,6 @@ def cue_of(con, vec) -> int:
     return int(con.execute("SELECT lethe_cue(?)", [vec_literal(vec)]).fetchone()[0])
 
 
-def _sig_neg(logit: float) -> float:
-    """sigmoid(-logit) = 1 / (1 + exp(logit)), as SQL computes it (0 where exp overflows)."""
-    try:
-        return 1.0 / (1.0 + math.exp(logit))
-    except OverflowError:
-        return 0.0
-
-
 def _floats_literal(xs) -> str:
     """DOUBLE[] as text; repr round-trips every finite double exactly."""
     out = []
@@ -135,7 +127,7 @@ def _update_suppression(con, rows, n: int, step: int, cue: int, settings) -> Non
             continue
         if judge_rank is None or pool_rank is None:  # unranked: no strength (NULL in SQL terms)
             continue
-        strength = max(0, judge_rank - pool_rank) / float(n) * _sig_neg(logit)
+        strength = max(0, judge_rank - pool_rank) / float(n) * sigmoid(-logit)
         if strength > 0:
             touched[eid] = min(settings.rif_rate * strength, settings.rif_max)
     if not touched:

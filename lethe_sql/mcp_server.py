@@ -62,12 +62,9 @@ def build_server(root: Path, *, embedder=None):
                                     idempotentHint=False, openWorldHint=False),
     )
     def add_memory(text: str, heading: str | None = None) -> dict:
-        from .privacy import scrub
-
         try:
-            redacted = scrub(text or "").count
             with _store(False) as store:
-                entry_id = store.add(text, heading=heading)
+                entry_id, redacted = store.add_counted(text, heading=heading)
         except LetheError as exc:
             _fail(exc)
         return {"id": entry_id, "redacted": redacted}

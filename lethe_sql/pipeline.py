@@ -58,6 +58,19 @@ class Candidate:
     final_rank: int | None = None
     deep: bool = False
 
+    @classmethod
+    def from_row(cls, r: dict, **extra) -> "Candidate":
+        """A first-stage row (``lethe_candidates``' columns and the entry's) as a candidate."""
+        return cls(
+            id=r["id"], pool_rank=int(r["pool_rank"]), fused=float(r["fused"]),
+            suppression=float(r["suppression"]), adjusted=float(r["adjusted"]),
+            bm25_rank=r["bm25_rank"], bm25_score=r["bm25_score"],
+            dense_rank=r["dense_rank"], dense_score=r["dense_score"],
+            ctx_rank=r["ctx_rank"], ctx_score=r["ctx_score"],
+            content=r["content"], text=r["text"], source=r["source"], heading=r["heading"],
+            created_at=r["created_at"], session_id=r["session_id"], tier=r["tier"], **extra,
+        )
+
 
 @dataclass
 class Outcome:
@@ -81,21 +94,7 @@ def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int
              rrf=s.fusion == "rrf", w_bm25=float(s.w_bm25), w_ctx=float(s.w_ctx), w_dense=float(s.w_dense)),
     )
     names = [d[0] for d in cur.description]
-    out = []
-    for row in cur.fetchall():
-        r = dict(zip(names, row))
-        out.append(
-            Candidate(
-                id=r["id"], pool_rank=int(r["pool_rank"]), fused=float(r["fused"]),
-                suppression=float(r["suppression"]), adjusted=float(r["adjusted"]),
-                bm25_rank=r["bm25_rank"], bm25_score=r["bm25_score"],
-                dense_rank=r["dense_rank"], dense_score=r["dense_score"],
-                ctx_rank=r["ctx_rank"], ctx_score=r["ctx_score"],
-                content=r["content"], text=r["text"], source=r["source"], heading=r["heading"],
-                created_at=r["created_at"], session_id=r["session_id"], tier=r["tier"],
-            )
-        )
-    return out
+    return [Candidate.from_row(dict(zip(names, row))) for row in cur.fetchall()]
 
 
 def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool = True) -> Outcome:
@@ -116,20 +115,12 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     shallow = list(pool)
     if judge is not None and pool:
         t1 = time.perf_counter()
-        scores = judge.score(con, enc, [c.id for c in pool])
-        threshold = settings.rerank_threshold
-        if threshold is None:
-            threshold = judge.default_threshold
-        if settings.k_deep > shallow_k and max(scores.values()) < threshold:
-            deep = True
-            wide = _candidates(con, enc, settings.k_deep, max(settings.depth, settings.k_deep), cue, step, settings)
-            known = {c.id for c in pool}
-            fresh = [c for c in wide if c.id not in known]
-            for c in fresh:
-                c.deep = True
-            scores.update(judge.score(con, enc, [c.id for c in fresh]))
-            pool = wide
-        ordered = judge_order(pool, settings, judge, [scores.get(c.id) for c in pool])
+        ordered, pool, deep = judge_pool(
+            pool, settings, judge, shallow_k,
+            score=lambda cands: judge.score(con, enc, [c.id for c in cands]),
+            widen=lambda: _candidates(con, enc, settings.k_deep, max(settings.depth, settings.k_deep), cue, step,
+                                      settings),
+        )
         timings["judge"] = (time.perf_counter() - t1) * 1000
     else:
         ordered = pool
@@ -158,14 +149,6 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     return Outcome(results, pool, judge.name if judge else None, cue, step, deep, learned, rif, timings, notes)
 
 
-def _z(x):
-    import numpy as np
-
-    x = np.asarray(x, dtype=np.float64)
-    sd = float(x.std()) if len(x) > 1 else 0.0
-    return (x - x.mean()) / sd if sd > 1e-12 else np.zeros_like(x)
-
-
 def blend(pool: list[Candidate], s: Settings) -> list[float]:
     """The final score of a late-interaction search, per pool position: the judge's score
     and the first stage's signals, each z-scored over the judged pool, weighted
@@ -176,11 +159,37 @@ def blend(pool: list[Candidate], s: Settings) -> list[float]:
     total = sum(abs(v) for v in w.values()) or 1.0
     import numpy as np
 
+    from .judges import _zscore
+
     out = np.zeros(len(pool))
     for f, wt in w.items():
         if wt:
-            out += wt * _z([getattr(c, f) or 0.0 for c in pool])
+            out += wt * _zscore(np.asarray([getattr(c, f) or 0.0 for c in pool], dtype=np.float64), eps=1e-12)
     return [float(v) / total for v in out]
+
+
+def judge_pool(pool: list, settings: Settings, judge, shallow_k: int, *, score, widen, key=lambda c: c.id):
+    """Adaptive depth, then the final order; shared by the single-project pipeline and the
+    cross-project search. ``score(candidates)`` judges some candidates ({key: score});
+    when the best score of the pool is below the judge's threshold (``rerank_threshold``
+    overrides it) and ``k_deep`` is larger than ``shallow_k``, ``widen()`` gives the deep
+    pool and only its new candidates are judged. Returns (ordered, judged pool, deep)."""
+    scores = score(pool)
+    threshold = settings.rerank_threshold
+    if threshold is None:
+        threshold = judge.default_threshold
+    deep = False
+    if settings.k_deep > shallow_k and max(scores.values()) < threshold:
+        deep = True
+        wide = widen()
+        known = {key(c) for c in pool}
+        fresh = [c for c in wide if key(c) not in known]
+        for c in fresh:
+            c.deep = True
+        if fresh:
+            scores.update(score(fresh))
+        pool = wide
+    return judge_order(pool, settings, judge, [scores.get(key(c)) for c in pool]), pool, deep
 
 
 def judge_order(pool: list, settings: Settings, judge, raw: list) -> list:

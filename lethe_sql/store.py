@@ -257,14 +257,22 @@ class MemoryStore:
 
     def add(self, text: str, *, heading: str | None = None, when: datetime | None = None) -> str:
         """Append ``text`` as a timestamped section of today's file and index it; returns its id."""
+        return self.add_counted(text, heading=heading, when=when)[0]
+
+    def add_counted(
+        self, text: str, *, heading: str | None = None, when: datetime | None = None
+    ) -> tuple[str, int]:
+        """``add``, returning (id, secrets redacted + private spans removed from text and heading)."""
         self._require_writable()
         if text is None or not text.strip():
             raise UsageError("nothing to add: the memory text is empty")
         from .privacy import scrub
 
         # lethe writes this file itself: private spans and secrets never reach it (privacy.py)
-        text = scrub(text).text
-        heading = scrub(heading).text if heading else heading
+        body = scrub(text)
+        head = scrub(heading) if heading else None
+        text, heading = body.text, (head.text if head else heading)
+        redacted = body.count + (head.count if head else 0)
         if not text.strip():
             raise UsageError("nothing to add: the memory is empty once its <private> spans are removed")
         when = when or datetime.now()
@@ -278,7 +286,7 @@ class MemoryStore:
         self.index()
         if not chunk:
             raise LetheError("the memory was written but holds no indexable text")
-        return chunk[-1].id
+        return chunk[-1].id, redacted
 
     def put_documents(
         self,
