@@ -49,6 +49,7 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
+from .cues import analyze
 from .errors import LetheError, UsageError
 from .judges import ids_literal
 from .pipeline import Candidate, judge_pool
@@ -151,7 +152,7 @@ _PH = {"__qvec__": "qvec", "__lim__": "lim"}
 
 # The union's first stage; {…} slots take generated UNION ALLs only.
 _FIRST_STAGE = """WITH
-    qterms AS (SELECT DISTINCT unnest(lethe_tokens($q)) AS term),
+    qterms AS (SELECT DISTINCT unnest(CASE WHEN $rrf THEN lethe_tokens($q) ELSE lethe_query_terms($q) END) AS term),
     qt_text AS MATERIALIZED ({df_text}),
     gdf_text AS (SELECT term, sum(df) AS df FROM qt_text GROUP BY term),
     gst_text AS (SELECT CAST($n_text AS BIGINT) AS num_docs, CAST($avgdl_text AS DOUBLE) AS avgdl),
@@ -549,6 +550,7 @@ def run(fed: Federation, enc, settings: Settings, judge: FederatedJudge | None) 
             score=lambda cands: judge.score(enc, cands),
             widen=lambda: fed.candidates(enc, settings.k_deep, max(settings.depth, settings.k_deep), settings),
             key=lambda c: (c.project, c.id),  # two projects may hold the same text, hence the same id
+            cues=analyze(enc.text),
         )
         timings["judge"] = (time.perf_counter() - t1) * 1000
     else:

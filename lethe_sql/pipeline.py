@@ -7,8 +7,9 @@
           -> judge the top k_shallow; only if the best score is below the
              threshold, widen to k_deep and judge only the new candidates
           -> late interaction: final score = blend() of the z-scored MaxSim and the
-             first stage's z-scored signals over the judged pool; a cross-encoder's
-             logit is used as is
+             first stage's z-scored signals over the judged pool, plus the query's
+             cues (lethe_sql.cues: when / dates / entries that are questions); a
+             cross-encoder's logit is used as is
           -> final order by that score -> top_k
           -> learning update (when the search may learn)
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from .cues import analyze
 from .judges import QueryEncoding, sigmoid
 from .learn import cue_of, current_step, maybe_refit, update
 from .settings import Settings
@@ -120,6 +122,7 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
             score=lambda cands: judge.score(con, enc, [c.id for c in cands]),
             widen=lambda: _candidates(con, enc, settings.k_deep, max(settings.depth, settings.k_deep), cue, step,
                                       settings),
+            cues=analyze(enc.text),
         )
         timings["judge"] = (time.perf_counter() - t1) * 1000
     else:
@@ -149,31 +152,41 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     return Outcome(results, pool, judge.name if judge else None, cue, step, deep, learned, rif, timings, notes)
 
 
-def blend(pool: list[Candidate], s: Settings) -> list[float]:
+def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
     """The final score of a late-interaction search, per pool position: the judge's score
     and the first stage's signals, each z-scored over the judged pool, weighted
-    (``Settings.blend_*``). The same z-scoring as ``lethe_fused``; weights chosen on the
-    LoCoMo tune half."""
+    (``Settings.blend_*``), plus the query-analysis cues (``lethe_sql.cues``: 0/1
+    signals weighted by ``blend_time``, ``blend_date``, ``blend_question``; ``cues`` None
+    leaves them out), over the sum of the z-scored terms' weights. The same z-scoring as
+    ``lethe_fused``; weights chosen on the LoCoMo tune half."""
     w = {"judge_raw": s.blend_judge, "bm25_score": s.blend_bm25, "ctx_score": s.blend_ctx,
          "dense_score": s.blend_dense}
     total = sum(abs(v) for v in w.values()) or 1.0
     import numpy as np
 
+    from .cues import signals
     from .judges import _zscore
 
     out = np.zeros(len(pool))
     for f, wt in w.items():
         if wt:
             out += wt * _zscore(np.asarray([getattr(c, f) or 0.0 for c in pool], dtype=np.float64), eps=1e-12)
+    if cues is not None:
+        cw = {"time": s.blend_time, "date": s.blend_date, "question": s.blend_question}
+        if any(cw.values()):
+            for i, c in enumerate(pool):
+                sig = signals(cues, c.text, c.created_at)
+                out[i] += sum(cw[k] * v for k, v in sig.items())
     return [float(v) / total for v in out]
 
 
-def judge_pool(pool: list, settings: Settings, judge, shallow_k: int, *, score, widen, key=lambda c: c.id):
+def judge_pool(pool: list, settings: Settings, judge, shallow_k: int, *, score, widen, key=lambda c: c.id, cues=None):
     """Adaptive depth, then the final order; shared by the single-project pipeline and the
     cross-project search. ``score(candidates)`` judges some candidates ({key: score});
     when the best score of the pool is below the judge's threshold (``rerank_threshold``
     overrides it) and ``k_deep`` is larger than ``shallow_k``, ``widen()`` gives the deep
-    pool and only its new candidates are judged. Returns (ordered, judged pool, deep)."""
+    pool and only its new candidates are judged. ``cues`` (``lethe_sql.cues.analyze`` of the
+    query) go to the blend. Returns (ordered, judged pool, deep)."""
     scores = score(pool)
     threshold = settings.rerank_threshold
     if threshold is None:
@@ -189,16 +202,16 @@ def judge_pool(pool: list, settings: Settings, judge, shallow_k: int, *, score, 
         if fresh:
             scores.update(score(fresh))
         pool = wide
-    return judge_order(pool, settings, judge, [scores.get(key(c)) for c in pool]), pool, deep
+    return judge_order(pool, settings, judge, [scores.get(key(c)) for c in pool], cues), pool, deep
 
 
-def judge_order(pool: list, settings: Settings, judge, raw: list) -> list:
+def judge_order(pool: list, settings: Settings, judge, raw: list, cues=None) -> list:
     """Give every candidate its judge score (``raw``, by pool position), the final score
     (blended for a judge that blends) and its judge rank; the pool in that order. Shared
     by the single-project pipeline and the cross-project search."""
     for c, r in zip(pool, raw):
         c.judge_raw = r
-    final = blend(pool, settings) if getattr(judge, "blend", False) else [c.judge_raw for c in pool]
+    final = blend(pool, settings, cues) if getattr(judge, "blend", False) else [c.judge_raw for c in pool]
     late = settings.rif_final_alpha if settings.rif else 0.0
     for c, f in zip(pool, final):
         # Experimental (off by default): suppression also lowers the final score.

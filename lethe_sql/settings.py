@@ -28,9 +28,14 @@ class Settings:
     # z-scored signals over the judged pool (pipeline.blend). All weights were chosen on
     # the tune half of LoCoMo dev7's conversations (bench/results/README.md).
     blend_judge: float = 1.0
-    blend_bm25: float = 0.0
+    blend_bm25: float = -0.25
     blend_ctx: float = 0.5
     blend_dense: float = 0.0
+    # 0/1 query-analysis cues added to that score (lethe_sql/cues.py), in the same units
+    # (standard deviations of the z-scored terms, before dividing by their weights' sum).
+    blend_time: float = 1.5         # a "when" question and an entry that states a time
+    blend_date: float = 2.0         # the question names a period and the entry's date is in it
+    blend_question: float = -1.0    # the entry is itself a question
     rerank_threshold: float | None = None  # None: the judge's own default
     rif: bool = True
     n_clusters: int = 30

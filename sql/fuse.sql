@@ -21,14 +21,15 @@ LIMIT k;
 
 -- Score-normalised fusion over three lists: BM25 over the entry's text, BM25 over its
 -- context field (lethe_bm25_ctx: the text with its session neighbours) and cosine.
+-- Both BM25 lists get the query without its stopwords (lethe_content_query).
 -- Candidates: the top `depth` of each list. Every candidate gets all three scores
 -- (a BM25 score of 0 means no query term at all; cosine is computed for each), each
 -- z-scored over the candidates, and the fused score is the weighted sum of the
 -- z-scores divided by the sum of the weights. Ties break on id.
 CREATE OR REPLACE MACRO lethe_fused(q, qvec, k, depth := 30, w_bm25 := 1.0, w_ctx := 1.0, w_dense := 1.0) AS TABLE
 WITH
-    b AS MATERIALIZED (SELECT id, score, rank FROM lethe_bm25(q, 9223372036854775807)),
-    c AS MATERIALIZED (SELECT id, score, rank FROM lethe_bm25_ctx(q, 9223372036854775807)),
+    b AS MATERIALIZED (SELECT id, score, rank FROM lethe_bm25(lethe_content_query(q), 9223372036854775807)),
+    c AS MATERIALIZED (SELECT id, score, rank FROM lethe_bm25_ctx(lethe_content_query(q), 9223372036854775807)),
     d AS (SELECT id, score, rank FROM lethe_dense(qvec, depth)),
     u AS (
         SELECT id FROM b WHERE rank <= depth

@@ -17,6 +17,7 @@ from lethe_sql.resources import resource_dir
 # The public SQL surface. Changing it is a decision: update README.md with it.
 SURFACE_MACROS = {
     "lethe_tokens", "lethe_bm25", "lethe_dense", "lethe_hybrid",   # first stage
+    "lethe_stopwords", "lethe_query_terms", "lethe_content_query",  # the fused stage's query terms
     "lethe_bm25_ctx", "lethe_fused",                              # context field, z-scored fusion
     "lethe_maxsim",                                               # late-interaction judge
     "lethe_cue", "lethe_suppression_at", "lethe_candidates",      # RIF

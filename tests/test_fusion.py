@@ -26,6 +26,7 @@ TURNS = [
     ("s3", "Caroline: I should try painting sometime"),
 ]
 QUERY = "what did Caroline say about the support group"
+CONTENT = "caroline say support group"  # QUERY without its stopwords: what lethe_fused's BM25 lists get
 
 
 @pytest.fixture()
@@ -51,8 +52,10 @@ def test_fused_is_the_weighted_mean_of_z_scores_over_the_union_of_lists(store):
         "w_bm25 := ?, w_ctx := ?, w_dense := ?) ORDER BY rank",
         [QUERY, vec_literal(qvec), depth, w["bm25"], w["ctx"], w["dense"]],
     ).fetchall()
-    b = dict(con.execute("SELECT id, score FROM lethe_bm25(?, 1000)", [QUERY]).fetchall())
-    c = dict(con.execute("SELECT id, score FROM lethe_bm25_ctx(?, 1000)", [QUERY]).fetchall())
+    assert con.execute("SELECT lethe_content_query(?)", [QUERY]).fetchone()[0] == CONTENT
+    b = dict(con.execute("SELECT id, score FROM lethe_bm25(?, 1000)", [CONTENT]).fetchall())
+    c = dict(con.execute("SELECT id, score FROM lethe_bm25_ctx(?, 1000)", [CONTENT]).fetchall())
+    assert b != dict(con.execute("SELECT id, score FROM lethe_bm25(?, 1000)", [QUERY]).fetchall())
     emb = {i: np.asarray(v, dtype=np.float32) for i, v in con.execute("SELECT id, embedding FROM entries").fetchall()}
     d = {i: float(v @ qvec) for i, v in emb.items()}
 
@@ -66,7 +69,7 @@ def test_fused_is_the_weighted_mean_of_z_scores_over_the_union_of_lists(store):
           + w["dense"] * _z([d[i] for i in order])) / sum(w.values())
     expected = dict(zip(order, zs))
     for i, score, rank, bs, cs, ds in rows:
-        assert score == pytest.approx(expected[i], abs=1e-6)
+        assert score == pytest.approx(expected[i], abs=1e-5)  # float32 cosines
         assert bs == pytest.approx(b.get(i, 0.0)) and cs == pytest.approx(c.get(i, 0.0))
         assert ds == pytest.approx(d[i], abs=1e-5)
     assert [r[2] for r in rows] == list(range(1, len(rows) + 1))
@@ -89,14 +92,18 @@ def test_candidates_offer_both_fusions(store):
     assert all(r[2] is not None for r in z)
 
 
-def test_default_search_orders_by_the_blend_of_maxsim_and_context_bm25(store):
+def test_default_search_orders_by_the_blend_of_maxsim_context_bm25_and_cues(store):
     s = Settings(k_deep=30)  # no deep pass with 12 entries
     out = store.search_outcome(QUERY, judge="late-interaction", learn=False, settings=s)
     assert out.judge == "late-interaction"
     pool = out.pool
     raw = np.array([c.judge_raw for c in pool])
     ctx = np.array([c.ctx_score for c in pool])
-    expected = (s.blend_judge * _z(raw) + s.blend_ctx * _z(ctx)) / (s.blend_judge + s.blend_ctx)
+    bm25 = np.array([c.bm25_score or 0.0 for c in pool])
+    asks = np.array([c.text.endswith("?") for c in pool], dtype=np.float64)  # QUERY names no time or period
+    assert 0 < asks.sum() < len(pool)
+    expected = (s.blend_judge * _z(raw) + s.blend_ctx * _z(ctx) + s.blend_bm25 * _z(bm25) + s.blend_question * asks) / (
+        abs(s.blend_judge) + abs(s.blend_ctx) + abs(s.blend_bm25))
     for c, e in zip(pool, expected):
         assert c.judge_score == pytest.approx(e, abs=1e-9)
     scores = [c.judge_score for c in out.results]
@@ -104,3 +111,36 @@ def test_default_search_orders_by_the_blend_of_maxsim_and_context_bm25(store):
     hits = store.search(QUERY, learn=False, top_k=3)
     assert [h.id for h in hits] == [c.id for c in out.results[:3]]
     assert store.con.execute("SELECT count(*) FROM query_log").fetchone()[0] == 0
+
+
+def test_a_when_question_prefers_entries_that_state_a_time_and_dates_in_its_period(tmp_path, embedder):
+    from datetime import datetime
+
+    s = MemoryStore(tmp_path / "p", embedder=embedder)
+    try:
+        s.put_documents("conv", [
+            Document(content="Melanie: we went camping at the lake last weekend", session_id="a",
+                     created_at=datetime(2023, 6, 12)),
+            Document(content="Melanie: camping at the lake is my favourite thing to do", session_id="b",
+                     created_at=datetime(2023, 8, 1)),
+            Document(content="Caroline: do you like camping at the lake?", session_id="c",
+                     created_at=datetime(2023, 8, 2)),
+        ])
+        when = s.search_outcome("When did Melanie go camping at the lake?", judge="late-interaction", learn=False)
+        top = when.results[0]
+        assert "last weekend" in top.text
+        asks = next(c for c in when.pool if c.text.endswith("?"))
+        assert asks.final_rank == len(when.results)  # the entry that only asks comes last
+        # the cues are what moved it: with their weights at 0 the order is the z-scored blend alone
+        off = Settings(blend_time=0.0, blend_date=0.0, blend_question=0.0)
+        plain = s.search_outcome("When did Melanie go camping at the lake?", judge="late-interaction", learn=False,
+                                 settings=off)
+        shift = {c.id: c.judge_score for c in when.pool}
+        for c in plain.pool:
+            cue = (s.settings.blend_time * ("last weekend" in c.text) + s.settings.blend_question * c.text.endswith("?"))
+            assert shift[c.id] - c.judge_score == pytest.approx(cue / 1.75, abs=1e-9)
+        in_august = s.search_outcome("What did Melanie say about camping at the lake in August 2023",
+                                     judge="late-interaction", learn=False)
+        assert in_august.results[0].created_at == datetime(2023, 8, 1)
+    finally:
+        s.close()

@@ -1,0 +1,110 @@
+"""Query analysis for the final score: what a question asks about time, and what an entry is.
+
+Three cues, each a 0/1 signal that ``pipeline.blend`` adds to the z-scored judge and
+first-stage scores (weights ``Settings.blend_time``, ``blend_date``, ``blend_question``,
+chosen on the tune half of LoCoMo dev7: bench/results/default-search.md):
+
+* **time**: the question asks *when* (``when``, ``how long``, ``what year/month/day/date/
+  time``) and the entry states a time (``yesterday``, ``last week``, a weekday, a month,
+  a year, ...). On the tune questions 79% of the evidence for "when" questions states a
+  time, against 17% of all entries.
+* **date**: the question names a period (``in June``, ``May 2023``, ``on 13 October,
+  2023``, ``in 2023``) and the entry's date (``entries.created_at``: the session date,
+  or the memory file's date) falls in it.
+* **question**: the entry is itself a question (its text ends with ``?``): it asks and
+  records nothing, so it is rarely the memory a search wants.
+
+Pure functions of the query and an entry's text and date; English only.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+_WHEN = re.compile(r"^\W*(when|how long|what (year|month|day|date|time))\b", re.I)
+_TIME = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|last|next|ago|week|weekend|month|year|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"\d{4}|recently|morning|evening|night|since|soon|summer|winter|spring|fall)\b",
+    re.I,
+)
+_MONTH_NAMES = r"january|february|march|april|may|june|july|august|september|october|november|december|" \
+               r"jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
+_PERIOD = re.compile(
+    rf"\b(?:(\d{{1,2}})\s+)?({_MONTH_NAMES})\b(?:\s+(\d{{1,2}})\b)?(?:,?\s+(\d{{4}}))?|\b((?:19|20)\d\d)\b",
+    re.I,
+)
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_MONTHS["sept"] = 9
+
+
+@dataclass(frozen=True)
+class Period:
+    """A span of dates a question names; ``month`` alone (no year) matches that month of any year."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+    month: int | None = None
+
+    def contains(self, when) -> bool:
+        if not isinstance(when, datetime):
+            return False
+        if self.month is not None:
+            return when.month == self.month
+        return self.start <= when < self.end
+
+
+@dataclass(frozen=True)
+class QueryCues:
+    temporal: bool = False
+    period: Period | None = None
+
+
+def _period(text: str) -> Period | None:
+    """The first period the text names, or None. A day with a month and year is that day
+    with a day of slack each side; a month and year is that month; a year is that year."""
+    for m in _PERIOD.finditer(text):
+        if m.group(5):
+            y = int(m.group(5))
+            return Period(datetime(y, 1, 1), datetime(y + 1, 1, 1))
+        month = _MONTHS[m.group(2).lower()]
+        day, year = m.group(1) or m.group(3), m.group(4)
+        if year is None:
+            if m.group(2) == "may" and not day:
+                continue  # a lowercase "may" without a day or year is the verb
+            return Period(month=month)
+        y = int(year)
+        try:
+            if day:
+                d0 = datetime(y, month, int(day))
+                return Period(d0 - timedelta(days=1), d0 + timedelta(days=2))
+        except ValueError:
+            continue
+        return Period(datetime(y, month, 1), datetime(y + (month == 12), month % 12 + 1, 1))
+    return None
+
+
+def analyze(query: str) -> QueryCues:
+    return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query))
+
+
+def states_time(text: str) -> bool:
+    return bool(_TIME.search(text or ""))
+
+
+def is_question(text: str) -> bool:
+    return (text or "").rstrip().endswith("?")
+
+
+def signals(cues: QueryCues, text: str, created_at) -> dict[str, float]:
+    """The three 0/1 cues of one entry for one query (see the module docstring)."""
+    return {
+        "time": float(cues.temporal and states_time(text)),
+        "date": float(cues.period is not None and cues.period.contains(created_at)),
+        "question": float(is_question(text)),
+    }

@@ -1,0 +1,54 @@
+"""Query analysis (lethe_sql.cues): when-questions, named periods, entries that state a time."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from lethe_sql.cues import Period, analyze, is_question, signals, states_time
+
+
+@pytest.mark.parametrize("query, temporal", [
+    ("When did Caroline go to the support group?", True),
+    ("how long has John been playing basketball", True),
+    ("What year did Maria start volunteering?", True),
+    ("What did Caroline research?", False),
+    ("Where is the deploy script? when it breaks", False),  # "when" must open the question
+])
+def test_when_questions(query, temporal):
+    assert analyze(query).temporal is temporal
+
+
+def test_periods_a_question_names():
+    assert analyze("What did Gina find on 1 February, 2023?").period == Period(datetime(2023, 1, 31),
+                                                                                 datetime(2023, 2, 3))
+    assert analyze("What painting did Melanie show on October 13, 2023?").period == Period(
+        datetime(2023, 10, 12), datetime(2023, 10, 15))
+    assert analyze("What workout did Maria start in December 2023?").period == Period(datetime(2023, 12, 1),
+                                                                                    datetime(2024, 1, 1))
+    assert analyze("When did Melanie go camping in June?").period == Period(month=6)
+    assert analyze("How many times has she gone to the beach in 2023?").period == Period(datetime(2023, 1, 1),
+                                                                                       datetime(2024, 1, 1))
+    assert analyze("what may have caused the outage").period is None  # the verb, not the month
+    assert analyze("What did she say in May?").period == Period(month=5)
+    assert analyze("migrate on 31 February, 2023").period is None  # no such day: no period
+    assert analyze("no dates here").period is None
+
+
+def test_period_membership():
+    june = Period(month=6)
+    assert june.contains(datetime(2022, 6, 30)) and not june.contains(datetime(2023, 7, 1))
+    dec = analyze("in December 2023").period
+    assert dec.contains(datetime(2023, 12, 31, 23, 59)) and not dec.contains(datetime(2024, 1, 1))
+    assert not dec.contains(None)
+
+
+def test_entry_cues():
+    assert states_time("we went camping last weekend") and states_time("Shipped on Monday")
+    assert not states_time("the lake was lovely") and not states_time(None)
+    assert is_question("Did they enjoy the campfire?  ") and not is_question("They did.")
+    cues = analyze("When did we ship in June?")
+    assert signals(cues, "shipped it yesterday", datetime(2023, 6, 3)) == {"time": 1.0, "date": 1.0, "question": 0.0}
+    assert signals(cues, "did we ship?", None) == {"time": 0.0, "date": 0.0, "question": 1.0}
+    assert signals(analyze("what did we ship"), "shipped it yesterday", datetime(2023, 6, 3))["time"] == 0.0
