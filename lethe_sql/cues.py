@@ -11,8 +11,9 @@ chosen on the tune half of LoCoMo dev7: bench/results/default-search.md):
 * **date**: the question names a period (``in June``, ``May 2023``, ``on 13 October,
   2023``, ``in 2023``) and the entry's date (``entries.created_at``: the session date,
   or the memory file's date) falls in it.
-* **question**: the entry is itself a question (its text ends with ``?``): it asks and
-  records nothing, so it is rarely the memory a search wants.
+* **question**: the entry is itself a question (its text ends with ``?``). It helps on
+  LoCoMo, where such turns only ask, and hurts on LongMemEval, where a user turn states a
+  fact and then asks the assistant something; ``blend_question`` is 0 (off) by default.
 
 Pure functions of the query and an entry's text and date; English only.
 """

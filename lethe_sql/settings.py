@@ -35,7 +35,7 @@ class Settings:
     # (standard deviations of the z-scored terms, before dividing by their weights' sum).
     blend_time: float = 1.5         # a "when" question and an entry that states a time
     blend_date: float = 2.0         # the question names a period and the entry's date is in it
-    blend_question: float = -1.0    # the entry is itself a question
+    blend_question: float = 0.0     # the entry is itself a question (-1.0 helps LoCoMo, costs LongMemEval: off)
     rerank_threshold: float | None = None  # None: the judge's own default
     rif: bool = True
     n_clusters: int = 30

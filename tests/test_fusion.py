@@ -93,7 +93,7 @@ def test_candidates_offer_both_fusions(store):
 
 
 def test_default_search_orders_by_the_blend_of_maxsim_context_bm25_and_cues(store):
-    s = Settings(k_deep=30)  # no deep pass with 12 entries
+    s = Settings(k_deep=30, blend_question=-1.0)  # no deep pass with 12 entries; the question cue on
     out = store.search_outcome(QUERY, judge="late-interaction", learn=False, settings=s)
     assert out.judge == "late-interaction"
     pool = out.pool
@@ -126,7 +126,9 @@ def test_a_when_question_prefers_entries_that_state_a_time_and_dates_in_its_peri
             Document(content="Caroline: do you like camping at the lake?", session_id="c",
                      created_at=datetime(2023, 8, 2)),
         ])
-        when = s.search_outcome("When did Melanie go camping at the lake?", judge="late-interaction", learn=False)
+        on = Settings(blend_question=-1.0)  # the question cue is off by default
+        when = s.search_outcome("When did Melanie go camping at the lake?", judge="late-interaction", learn=False,
+                                settings=on)
         top = when.results[0]
         assert "last weekend" in top.text
         asks = next(c for c in when.pool if c.text.endswith("?"))
@@ -137,7 +139,7 @@ def test_a_when_question_prefers_entries_that_state_a_time_and_dates_in_its_peri
                                  settings=off)
         shift = {c.id: c.judge_score for c in when.pool}
         for c in plain.pool:
-            cue = (s.settings.blend_time * ("last weekend" in c.text) + s.settings.blend_question * c.text.endswith("?"))
+            cue = on.blend_time * ("last weekend" in c.text) + on.blend_question * c.text.endswith("?")
             assert shift[c.id] - c.judge_score == pytest.approx(cue / 1.75, abs=1e-9)
         in_august = s.search_outcome("What did Melanie say about camping at the lake in August 2023",
                                      judge="late-interaction", learn=False)
