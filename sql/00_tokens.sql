@@ -24,9 +24,7 @@ CREATE OR REPLACE MACRO lethe_stopwords() AS [
 
 -- A query's terms without the stopwords; all of its terms when every one is a stopword.
 CREATE OR REPLACE MACRO lethe_query_terms(s) AS
-    CASE WHEN len(list_filter(lethe_tokens(s), t -> NOT list_contains(lethe_stopwords(), t))) > 0
-         THEN list_filter(lethe_tokens(s), t -> NOT list_contains(lethe_stopwords(), t))
-         ELSE lethe_tokens(s) END;
+    coalesce(nullif(list_filter(lethe_tokens(s), t -> NOT list_contains(lethe_stopwords(), t)), []), lethe_tokens(s));
 
 -- The same as one string, for the BM25 macros: the terms joined by spaces.
 CREATE OR REPLACE MACRO lethe_content_query(s) AS array_to_string(lethe_query_terms(s), ' ');
