@@ -39,9 +39,9 @@ MIN_1 = {"top_k", "depth", "k_shallow", "k_deep", "n_clusters"}
 
 DESCRIPTIONS = {
     "top_k": "results a search returns",
-    "depth": "entries each first-stage list (BM25, context BM25, dense) contributes",
-    "k_shallow": "pool the judge scores first",
-    "k_deep": "pool when the best shallow judge score is below the threshold",
+    "depth": "entries each first-stage list (BM25, context BM25, dense) contributes (a judged search: at least k_deep)",
+    "k_shallow": "pool the judge scores first, and RIF learns from",
+    "k_deep": "first-stage pool of a judged search; judged past k_shallow when the best shallow score is below the threshold",
     "judge": "second stage: auto, cross-encoder, late-interaction or none",
     "fusion": "first-stage fusion: z (z-scored scores) or rrf (reciprocal rank)",
     "w_bm25": "weight of BM25 over the entry's text in z fusion",
@@ -54,7 +54,7 @@ DESCRIPTIONS = {
     "blend_time": "late interaction: added to the final score of an entry stating a time, for a 'when' question",
     "blend_date": "late interaction: added to the final score of an entry dated in the period the question names",
     "blend_question": "late interaction: added to the final score of an entry that is itself a question",
-    "rerank_threshold": "go deep when the best judge score is below this (unset: the judge's default)",
+    "rerank_threshold": "judge past k_shallow when the best judge score is below this (unset: the judge's default, always for late interaction, 4.0 for the cross-encoder)",
     "rif": "retrieval-induced forgetting on or off",
     "n_clusters": "query clusters RIF learns per",
     "rif_rate": "suppression added to a loser per search",

@@ -51,8 +51,8 @@ from sqlglot import exp
 
 from .cues import analyze
 from .errors import LetheError, UsageError
-from .judges import ids_literal
-from .pipeline import Candidate, judge_pool
+from .judges import ids_literal, max_per_key, token_rows
+from .pipeline import Candidate, judge_pool, pool_sizes
 from .registry import Project
 from .resources import resource_dir, sql_files
 from .settings import Settings
@@ -213,7 +213,7 @@ SELECT * FROM pool ORDER BY pool_rank"""
 
 # list_contains, not IN (subquery): a filter in each scan instead of a semi-join per
 # project (measured: 16 ms instead of 54 ms for a 30-entry pool over 9 projects of 5,000).
-_TOKENS = """SELECT __project__ AS project, t.id, t.pos, t.v, t.scale
+_TOKENS = """SELECT __project__ AS project, t.id, t.v, t.scale
 FROM token_vectors AS t
 WHERE list_contains(CAST(__ids__ AS VARCHAR[]), t.id)"""
 _TOKEN_N = """SELECT count(*) AS n FROM entries AS e"""
@@ -244,7 +244,7 @@ def first_stage_sql(aliases: tuple[str, ...]) -> str:
 def tokens_sql(aliases: tuple[str, ...]) -> str:
     """Token vectors of the pool, one statement over the projects holding pool entries
     (parameter ``$ids_<i>``: the i-th alias's entry ids as a VARCHAR[] literal)."""
-    return union_all(_TOKENS, list(aliases), lambda i, a: {"__ids__": f"ids_{i}"}, numbered=True) + " ORDER BY project, id, pos"
+    return union_all(_TOKENS, list(aliases), lambda i, a: {"__ids__": f"ids_{i}"}, numbered=True)
 
 
 @functools.lru_cache(maxsize=64)
@@ -469,17 +469,13 @@ class Federation:
             w = np.ones(len(enc.tok_ids), dtype=np.float64)
         if tbl.num_rows == 0:
             return out
-        proj = np.asarray([aliases[n] for n in tbl.column("project").to_pylist()], dtype=object)
-        ids = np.asarray(tbl.column("id").to_pylist(), dtype=object)
-        v = np.asarray(tbl.column("v").combine_chunks().values, dtype=np.float32).reshape(tbl.num_rows, -1)
-        v *= np.asarray(tbl.column("scale").to_numpy(), dtype=np.float32)[:, None]
-        sims = v @ enc.tok_vecs.T
-        new = np.r_[True, (ids[1:] != ids[:-1]) | (proj[1:] != proj[:-1])]
-        starts = np.flatnonzero(new)
-        best = np.maximum.reduceat(sims, starts, axis=0)
-        scores = best @ w / w.sum()
-        for sc, p, i in zip(scores, proj[starts], ids[starts]):
-            out[(str(p), str(i))] = float(sc)
+        # (project number, id) as one key; numbers index ``aliases``
+        keys = np.asarray([f"{n}:{i}" for n, i in zip(tbl.column("project").to_pylist(), tbl.column("id").to_pylist())],
+                          dtype=object)
+        uniq, best = max_per_key(keys, token_rows(tbl), enc.tok_vecs)
+        for k, sc in zip(uniq, best @ w / w.sum()):
+            n, i = str(k).split(":", 1)
+            out[(aliases[int(n)], i)] = float(sc)
         return out
 
 
@@ -534,13 +530,13 @@ def pick_judge(fed: Federation, name: str) -> FederatedJudge | None:
 
 def run(fed: Federation, enc, settings: Settings, judge: FederatedJudge | None) -> FedOutcome:
     """The pipeline of ``lethe_sql.pipeline.run`` over the union, learning nothing:
-    first stage, the judge over the top ``k_shallow`` in one batch, the deep pass
-    only when the best score is below the threshold, the blend, the top ``top_k``."""
+    first stage (once, ``pool_sizes``), the judge over the top ``k_shallow`` in one batch,
+    the rest only when the best score is below the threshold, the blend, the top ``top_k``."""
     t0 = time.perf_counter()
     timings: dict = {}
     top_k = settings.top_k
-    shallow_k = max(settings.k_shallow, top_k) if judge else top_k
-    pool = fed.candidates(enc, shallow_k, settings.depth, settings)
+    shallow_k, fetch_k, depth = pool_sizes(settings, judge)
+    pool = fed.candidates(enc, fetch_k, depth, settings)
     timings["first_stage"] = (time.perf_counter() - t0) * 1000
     deep = False
     if judge is not None and pool:
@@ -548,7 +544,6 @@ def run(fed: Federation, enc, settings: Settings, judge: FederatedJudge | None) 
         ordered, pool, deep = judge_pool(
             pool, settings, judge, shallow_k,
             score=lambda cands: judge.score(enc, cands),
-            widen=lambda: fed.candidates(enc, settings.k_deep, max(settings.depth, settings.k_deep), settings),
             key=lambda c: (c.project, c.id),  # two projects may hold the same text, hence the same id
             cues=analyze(enc.text),
         )

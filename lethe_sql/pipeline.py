@@ -4,8 +4,9 @@
           -> cue: nearest query-cluster centroid (0 before the first k-means fit)
           -> lethe_candidates(): lethe_fused (z-scored BM25, context-field BM25 and
              cosine; or RRF with fusion = "rrf"), minus alpha * suppression  (SQL)
-          -> judge the top k_shallow; only if the best score is below the
-             threshold, widen to k_deep and judge only the new candidates
+          -> one first-stage call for max(k_deep, k_shallow) candidates at depth
+             max(depth, k_deep); judge the top k_shallow, and the rest only when the
+             best score is below the threshold (late interaction: always, one batch)
           -> late interaction: final score = blend() of the z-scored MaxSim and the
              first stage's z-scored signals over the judged pool, plus the query's
              cues (lethe_sql.cues: when / dates / entries that are questions); a
@@ -18,6 +19,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -110,18 +112,16 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     step = current_step(con) + 1
     cue = cue_of(con, enc.vec) if rif else 0
     top_k = settings.top_k
-    shallow_k = max(settings.k_shallow, top_k) if judge else top_k
-    pool = _candidates(con, enc, shallow_k, settings.depth, cue, step, settings)
+    shallow_k, fetch_k, depth = pool_sizes(settings, judge)
+    pool = _candidates(con, enc, fetch_k, depth, cue, step, settings)
     timings["first_stage"] = (time.perf_counter() - t0) * 1000
     deep = False
-    shallow = list(pool)
+    shallow = pool[:shallow_k]
     if judge is not None and pool:
         t1 = time.perf_counter()
         ordered, pool, deep = judge_pool(
             pool, settings, judge, shallow_k,
             score=lambda cands: judge.score(con, enc, [c.id for c in cands]),
-            widen=lambda: _candidates(con, enc, settings.k_deep, max(settings.depth, settings.k_deep), cue, step,
-                                      settings),
             cues=analyze(enc.text),
         )
         timings["judge"] = (time.perf_counter() - t1) * 1000
@@ -180,29 +180,47 @@ def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
     return [float(v) / total for v in out]
 
 
-def judge_pool(pool: list, settings: Settings, judge, shallow_k: int, *, score, widen, key=lambda c: c.id, cues=None):
+def pool_sizes(settings: Settings, judge) -> tuple[int, int, int]:
+    """(shallow_k, fetch_k, depth) of a search: the first stage runs once, at ``depth``
+    per list, and returns ``fetch_k`` candidates; the judge scores the top ``shallow_k``
+    of them, and the rest only on a deep pass. Without a judge: the top ``top_k`` at
+    ``depth``. Shared by the single-project pipeline and the cross-project search."""
+    top_k = settings.top_k
+    if judge is None:
+        return top_k, top_k, settings.depth
+    shallow_k = max(settings.k_shallow, top_k)
+    fetch_k = max(settings.k_deep, shallow_k)
+    return shallow_k, fetch_k, max(settings.depth, fetch_k)
+
+
+def judge_pool(pool: list, settings: Settings, judge, shallow_k: int, *, score, key=lambda c: c.id, cues=None):
     """Adaptive depth, then the final order; shared by the single-project pipeline and the
-    cross-project search. ``score(candidates)`` judges some candidates ({key: score});
-    when the best score of the pool is below the judge's threshold (``rerank_threshold``
-    overrides it) and ``k_deep`` is larger than ``shallow_k``, ``widen()`` gives the deep
-    pool and only its new candidates are judged. ``cues`` (``lethe_sql.cues.analyze`` of the
-    query) go to the blend. Returns (ordered, judged pool, deep)."""
-    scores = score(pool)
+    cross-project search. ``pool``: the first stage's candidates, best first, as many as a
+    deep pass judges (``pool_sizes``). ``score(candidates)`` judges some of them ({key:
+    score}). The judge scores the top ``shallow_k``; when their best score is below the
+    judge's threshold (``rerank_threshold`` overrides it), it scores the rest too (a deep
+    pass). A threshold of +inf (the late-interaction judge's default) always goes deep, in
+    one batch. ``cues`` (``lethe_sql.cues.analyze`` of the query) go to the blend.
+    Returns (ordered, judged pool, deep)."""
     threshold = settings.rerank_threshold
     if threshold is None:
         threshold = judge.default_threshold
-    deep = False
-    if settings.k_deep > shallow_k and max(scores.values()) < threshold:
-        deep = True
-        wide = widen()
-        known = {key(c) for c in pool}
-        fresh = [c for c in wide if key(c) not in known]
-        for c in fresh:
+    deep = len(pool) > shallow_k
+    if deep and threshold == math.inf:
+        judged = pool
+        scores = score(judged)
+    else:
+        judged = pool[:shallow_k]
+        scores = score(judged)
+        deep = deep and max(scores.values()) < threshold
+        if deep:
+            rest = pool[shallow_k:]
+            scores.update(score(rest))
+            judged = pool
+    if deep:
+        for c in judged[shallow_k:]:
             c.deep = True
-        if fresh:
-            scores.update(score(fresh))
-        pool = wide
-    return judge_order(pool, settings, judge, [scores.get(key(c)) for c in pool], cues), pool, deep
+    return judge_order(judged, settings, judge, [scores.get(key(c)) for c in judged], cues), judged, deep
 
 
 def judge_order(pool: list, settings: Settings, judge, raw: list, cues=None) -> list:

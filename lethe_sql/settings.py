@@ -15,8 +15,11 @@ from pathlib import Path
 class Settings:
     top_k: int = 10
     depth: int = 30                 # each first-stage list (BM25, dense) contributes this many
-    k_shallow: int = 30             # pool the judge scores first
-    k_deep: int = 100               # pool when the best shallow score is below the threshold
+    # A judged search runs the first stage once, for k_deep candidates at depth
+    # max(depth, k_deep) (pipeline.pool_sizes); the judge scores the top k_shallow (what
+    # RIF learns from), and the rest when the best of those is below the threshold.
+    k_shallow: int = 30
+    k_deep: int = 100
     judge: str = "auto"             # auto | cross-encoder | late-interaction | none
     # First stage (lethe_candidates): "z" = lethe_fused, z-scored BM25 / context-field BM25 /
     # cosine over the union of each list's top `depth`, weighted; "rrf" = lethe_hybrid.

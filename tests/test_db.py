@@ -192,3 +192,33 @@ def test_a_closing_writer_leaves_its_changes_in_the_wal_and_every_reader_sees_th
     assert con.execute("SELECT value FROM meta WHERE key = 'wal_probe'").fetchone() == ("kept",)
     con.close()
     assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_embeddings_are_stored_without_float_compression(tmp_path, embedder):
+    """connect() turns ALP/ALP-RD off (db.DISABLED_COMPRESSION): the dense scan reads the
+    vectors plain. A checkpoint after an insert must not have used either for them."""
+    con = connect(tmp_path / "x.duckdb", embedder=embedder)
+    con.execute(
+        "INSERT INTO entries (id, content, text, embedding) SELECT printf('%016x', i), 'c' || i, 't' || i, "
+        "embed('text number ' || (i % 7)) FROM range(3000) AS r(i)"
+    )
+    con.execute("CHECKPOINT")
+    kinds = {r[0] for r in con.execute(
+        "SELECT DISTINCT compression FROM pragma_storage_info('entries') WHERE column_name = 'embedding'").fetchall()}
+    con.close()
+    assert kinds and not kinds & {"ALP", "ALPRD"}, kinds
+
+
+def test_missing_pandas_fails_fast_and_the_same_way():
+    """db.skip_missing_pandas: without pandas, `import pandas` still raises ModuleNotFoundError."""
+    import importlib
+    import sys as _sys
+
+    db.skip_missing_pandas()
+    db.skip_missing_pandas()
+    finders = [f for f in _sys.meta_path if isinstance(f, db._MissingPandas)]
+    if not finders:
+        pytest.skip("pandas is installed here")
+    assert len(finders) == 1  # installed once
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("pandas")

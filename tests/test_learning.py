@@ -124,6 +124,22 @@ def test_adaptive_depth_judges_only_new_candidates(store):
     assert not out.deep and len(good.calls) == 1
 
 
+def test_a_judge_that_always_goes_deep_scores_the_first_stage_pool_once(store):
+    """Threshold +inf (the late-interaction judge's default): one first-stage call for k_deep
+    candidates at depth k_deep, judged in one batch, in first-stage order."""
+    from lethe_sql.pipeline import _candidates
+
+    con = store.con
+    enc = encode_query(store.embedder, "shared topic note")
+    s = Settings(top_k=3, k_shallow=4, k_deep=10, depth=4)
+    j = FixedJudge({})
+    j.default_threshold = math.inf
+    out = run(con, enc, s, j, learn=False)
+    assert out.deep and len(j.calls) == 1
+    assert j.calls[0] == [c.id for c in _candidates(con, enc, 10, 10, 0, 1, s)]
+    assert sorted(c.id for c in out.pool) == sorted(j.calls[0])
+
+
 def test_lifecycle_tiers_and_apoptosis(store):
     con = store.con
     a = id_of(con, "alpha")

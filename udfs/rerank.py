@@ -74,6 +74,7 @@ class CrossEncoder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or int(os.environ.get("LETHE_THREADS", 0)) or (os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as in embed.py
         opts.log_severity_level = 3
         try:
             self._session = ort.InferenceSession(str(source.onnx_path), opts, providers=["CPUExecutionProvider"])
