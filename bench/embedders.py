@@ -185,13 +185,36 @@ class RandomVectorEmbedder:
             progress(len(texts))
         return out
 
+    def encode_full(self, texts: Sequence[str], progress: Callable[[int], None] | None = None):
+        """Random sentence vectors and, for the token index, one random unit vector per
+        wordpiece the real tokenizer gives (real ids, so ``token_df`` and the number of
+        token rows per entry are real; the vectors mean nothing). The late-interaction
+        judge then reads a token index of its real size."""
+        if not self.random_mode:
+            return self.model.encode_full(texts, progress)
+        from lethe_sql.udfs.embed import TokenVectors
+
+        vecs = random_unit_vectors(texts, self.seed)
+        toks = []
+        for t, ids in zip(texts, self.model.wordpieces(texts)):
+            rng = np.random.default_rng(_text_seed(t, self.seed + 1))
+            v = rng.standard_normal((len(ids), DIM), dtype=np.float32)
+            v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+            toks.append(TokenVectors(ids, v))
+        if progress is not None:
+            progress(len(texts))
+        return vecs, toks
+
+
+def _text_seed(text: str, seed: int) -> int:
+    salt = str(seed).encode()
+    return int.from_bytes(hashlib.sha256(salt + b"\x00" + text.encode("utf-8")).digest()[:8], "little")
+
 
 def random_unit_vectors(texts: Sequence[str], seed: int = 0) -> np.ndarray:
     """One unit vector per text, a pure function of (seed, text)."""
     out = np.empty((len(texts), DIM), dtype=np.float32)
-    salt = str(seed).encode()
     for i, t in enumerate(texts):
-        s = int.from_bytes(hashlib.sha256(salt + b"\x00" + t.encode("utf-8")).digest()[:8], "little")
-        out[i] = np.random.default_rng(s).standard_normal(DIM, dtype=np.float32)
+        out[i] = np.random.default_rng(_text_seed(t, seed)).standard_normal(DIM, dtype=np.float32)
     out /= np.linalg.norm(out, axis=1, keepdims=True)
     return out

@@ -259,3 +259,42 @@ def test_late_interaction_without_token_vectors_is_an_error(tmp_path):
         pytest.skip("no judged pipeline in this lethe-sql")
     with pytest.raises(LetheError, match="hybrid\\+li needs the token index"):
         run(_tiny_bench(tmp_path), _opts(tmp_path, ("hybrid+li",)))
+
+
+def test_random_vectors_come_with_a_token_index_of_real_size(embedder):
+    """RandomVectorEmbedder.encode_full: one random unit vector per real wordpiece, the
+    same for the same text; after use_model() the real model answers."""
+    from lethe_sql.bench.embedders import RandomVectorEmbedder
+
+    texts = ["the staging port moved to 5433", "", "Ada reviewed the rosmiroshal alert twice"]
+    r = RandomVectorEmbedder(lambda: embedder, embedder.model_id, seed=3)
+    vecs, toks = r.encode_full(texts)
+    assert np.array_equal(vecs, random_unit_vectors(texts, 3))
+    want = embedder.wordpieces(texts)
+    real_vecs, real_toks = embedder.encode_full(texts)
+    for t, ids, real in zip(toks, want, real_toks):
+        assert np.array_equal(t.ids, ids) and np.array_equal(t.ids, real.ids)
+        assert t.vecs.shape == (len(ids), 384)
+        np.testing.assert_allclose(np.linalg.norm(t.vecs, axis=1), 1.0, rtol=1e-5)
+    again = r.encode_full(texts)[1]
+    assert all(np.array_equal(a.vecs, b.vecs) for a, b in zip(toks, again))
+    r.use_model()
+    assert np.array_equal(r.encode_full(texts)[0], real_vecs)
+
+
+def test_random_ingest_slices_never_split_a_session():
+    from lethe_sql.bench import perf
+
+    items = list(synthetic.generate(3000, 0))
+    docs = list(range(len(items)))
+    assert list(perf._sources(docs, items, "real")) == [("bench/synthetic", docs)]
+    old = perf.RANDOM_SOURCE_ENTRIES
+    perf.RANDOM_SOURCE_ENTRIES = 500
+    try:
+        parts = list(perf._sources(docs, items, "random"))
+    finally:
+        perf.RANDOM_SOURCE_ENTRIES = old
+    assert [d for _, part in parts for d in part] == docs
+    assert len({s for s, _ in parts}) == len(parts) > 2
+    for _, part in parts[:-1]:
+        assert len(part) >= 500 and items[part[-1]].session != items[part[-1] + 1].session

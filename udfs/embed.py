@@ -99,6 +99,15 @@ class Embedder:
             hidden = self._session.run(None, feed)[0]
         return hidden, mask, ids
 
+    def wordpieces(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The wordpiece ids ``encode_full`` gives token vectors for (truncated as the
+        model sees them, without [CLS] and [SEP]), one int32 array per text."""
+        out = []
+        for e in self._tokenizer.encode_batch([t or " " for t in texts]):
+            ids = np.asarray(e.ids, dtype=np.int64)
+            out.append(ids[(ids != self._cls_id) & (ids != self._sep_id)].astype(np.int32))
+        return out
+
     def encode(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> np.ndarray:
