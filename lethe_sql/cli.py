@@ -293,8 +293,8 @@ def explain(
             _print_json({"query": query, "judge": out.judge, "cluster": out.cue, "deep": out.deep,
                          "rif": out.rif, "notes": out.notes, "results": data})
             return
-        typer.echo(f"judge: {out.judge or 'none'}   cluster: {out.cue}   deep pass: {'yes' if out.deep else 'no'}"
-                   f"   RIF: {'on' if out.rif else 'off'}")
+        judged = f"   judged: {len(out.pool)} (deep pass: {'yes' if out.deep else 'no'})" if out.judge else ""
+        typer.echo(f"judge: {out.judge or 'none'}{judged}   cluster: {out.cue}   RIF: {'on' if out.rif else 'off'}")
         typer.echo(f"{'final':>5} {'bm25':>10} {'ctx bm25':>10} {'dense':>11} {'fused':>7} {'supp':>6} {'pool':>4} "
                    f"{'judge':>8} {'final score':>12}  memory")
         for d in data:

@@ -46,6 +46,12 @@ def test_init_add_index_search_status(tmp_path, cli_env):
     st = json.loads(run([*r, "status", "--json"], cli_env).stdout)
     assert st["entries"] == 3 and st["indexed_files"] == 2 and st["embedder"]["name"] == "all-MiniLM-L6-v2"
 
+    # explain names the judge and how many candidates it scored (all 3: fewer than k_shallow)
+    head = run([*r, "explain", "flaky timezone test", "-k", "2"], cli_env).stdout.splitlines()[0]
+    assert head.startswith("judge: late-interaction   judged: 3 (deep pass: no)"), head
+    head = run([*r, "explain", "flaky timezone test", "--judge", "none"], cli_env).stdout.splitlines()[0]
+    assert head.startswith("judge: none   cluster: 0"), head
+
 
 def test_root_defaults_to_the_enclosing_project(tmp_path, cli_env):
     root = tmp_path / "proj"
