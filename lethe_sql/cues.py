@@ -1,8 +1,8 @@
 """Query analysis for the final score: what a question asks about time, and what an entry is.
 
-Three cues, each a 0/1 signal that ``pipeline.blend`` adds to the z-scored judge and
+Four cues, each a 0/1 signal that ``pipeline.blend`` adds to the z-scored judge and
 first-stage scores (weights ``Settings.blend_time``, ``blend_date``, ``blend_question``,
-chosen on the tune half of LoCoMo dev7: bench/results/default-search.md):
+``blend_phrase``, chosen on the tune half of LoCoMo dev7: bench/results/default-search.md):
 
 * **time**: the question asks *when* (``when``, ``how long``, ``what year/month/day/date/
   time``) and the entry states a time (``yesterday``, ``last week``, a weekday, a month,
@@ -11,6 +11,14 @@ chosen on the tune half of LoCoMo dev7: bench/results/default-search.md):
 * **date**: the question names a period (``in June``, ``May 2023``, ``on 13 October,
   2023``, ``in 2023``) and the entry's date (``entries.created_at``: the session date,
   or the memory file's date) falls in it.
+* **phrase**: the query quotes a phrase (``"The Lean Startup"``, ``“connection refused”``;
+  double quotes only, as apostrophes are everywhere; an unclosed quote runs to the end)
+  and the entry's text holds it: its words in order, compared on the tokens BM25 uses
+  (lowercase runs of ``[a-z0-9_]``), so case and punctuation do not matter. Quoting is an
+  explicit request, so its weight (3.0) is large enough that an entry holding the phrase
+  usually outranks one that does not. The data could not choose it: 6 of the 561 tune
+  questions quote something (titles), and their NDCG@10 was the same at every weight from
+  0.5 to 3; no NFCorpus or LongMemEval question quotes anything.
 * **question**: the entry is itself a question (its text ends with ``?``). It helps on
   LoCoMo, where such turns only ask, and hurts on LongMemEval, where a user turn states a
   fact and then asks the assistant something; ``blend_question`` is 0 (off) by default.
@@ -64,6 +72,32 @@ class Period:
 class QueryCues:
     temporal: bool = False
     period: Period | None = None
+    phrases: tuple[tuple[str, ...], ...] = ()  # quoted phrases, as token sequences
+
+
+_QUOTED = re.compile(r'["\u201c\u201d]([^"\u201c\u201d]*)(?:["\u201c\u201d]|$)')
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def tokens(text: str) -> list[str]:
+    """The BM25 tokenizer (``lethe_tokens`` in sql/00_tokens.sql): lowercase runs of [a-z0-9_]."""
+    return _WORD.findall((text or "").lower())
+
+
+def _phrases(query: str) -> tuple[tuple[str, ...], ...]:
+    out = []
+    for m in _QUOTED.finditer(query):
+        toks = tuple(tokens(m.group(1)))
+        if toks and toks not in out:
+            out.append(toks)
+    return tuple(out)
+
+
+def holds(text_tokens: list[str], phrase: tuple[str, ...]) -> bool:
+    """Whether ``phrase`` occurs as consecutive tokens of ``text_tokens``."""
+    n = len(phrase)
+    first = phrase[0]
+    return any(text_tokens[i:i + n] == list(phrase) for i, t in enumerate(text_tokens) if t == first)
 
 
 def _period(text: str) -> Period | None:
@@ -91,7 +125,7 @@ def _period(text: str) -> Period | None:
 
 
 def analyze(query: str) -> QueryCues:
-    return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query))
+    return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query))
 
 
 def states_time(text: str) -> bool:
@@ -103,9 +137,14 @@ def is_question(text: str) -> bool:
 
 
 def signals(cues: QueryCues, text: str, created_at) -> dict[str, float]:
-    """The three 0/1 cues of one entry for one query (see the module docstring)."""
+    """The four 0/1 cues of one entry for one query (see the module docstring)."""
+    phrase = 0.0
+    if cues.phrases:
+        toks = tokens(text)
+        phrase = float(any(holds(toks, p) for p in cues.phrases))
     return {
         "time": float(cues.temporal and states_time(text)),
         "date": float(cues.period is not None and cues.period.contains(created_at)),
         "question": float(is_question(text)),
+        "phrase": phrase,
     }

@@ -9,7 +9,8 @@
              best score is below the threshold (late interaction: always, one batch)
           -> late interaction: final score = blend() of the z-scored MaxSim and the
              first stage's z-scored signals over the judged pool, plus the query's
-             cues (lethe_sql.cues: when / dates / entries that are questions); a
+             cues (lethe_sql.cues: when / dates / quoted phrases / entries that are
+             questions); a
              cross-encoder's logit is used as is
           -> final order by that score -> top_k
           -> learning update (when the search may learn)
@@ -156,7 +157,7 @@ def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
     """The final score of a late-interaction search, per pool position: the judge's score
     and the first stage's signals, each z-scored over the judged pool, weighted
     (``Settings.blend_*``), plus the query-analysis cues (``lethe_sql.cues``: 0/1
-    signals weighted by ``blend_time``, ``blend_date``, ``blend_question``; ``cues`` None
+    signals weighted by ``blend_time``, ``blend_date``, ``blend_question``, ``blend_phrase``; ``cues`` None
     leaves them out), over the sum of the z-scored terms' weights. The same z-scoring as
     ``lethe_fused``; weights chosen on the LoCoMo tune half."""
     w = {"judge_raw": s.blend_judge, "bm25_score": s.blend_bm25, "ctx_score": s.blend_ctx,
@@ -172,7 +173,7 @@ def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
         if wt:
             out += wt * _zscore(np.asarray([getattr(c, f) or 0.0 for c in pool], dtype=np.float64), eps=1e-12)
     if cues is not None:
-        cw = {"time": s.blend_time, "date": s.blend_date, "question": s.blend_question}
+        cw = {"time": s.blend_time, "date": s.blend_date, "question": s.blend_question, "phrase": s.blend_phrase}
         if any(cw.values()):
             for i, c in enumerate(pool):
                 sig = signals(cues, c.text, c.created_at)

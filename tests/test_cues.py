@@ -49,6 +49,21 @@ def test_entry_cues():
     assert not states_time("the lake was lovely") and not states_time(None)
     assert is_question("Did they enjoy the campfire?  ") and not is_question("They did.")
     cues = analyze("When did we ship in June?")
-    assert signals(cues, "shipped it yesterday", datetime(2023, 6, 3)) == {"time": 1.0, "date": 1.0, "question": 0.0}
-    assert signals(cues, "did we ship?", None) == {"time": 0.0, "date": 0.0, "question": 1.0}
+    assert signals(cues, "shipped it yesterday", datetime(2023, 6, 3)) == {"time": 1.0, "date": 1.0, "question": 0.0,
+                                                                         "phrase": 0.0}
+    assert signals(cues, "did we ship?", None) == {"time": 0.0, "date": 0.0, "question": 1.0, "phrase": 0.0}
     assert signals(analyze("what did we ship"), "shipped it yesterday", datetime(2023, 6, 3))["time"] == 0.0
+
+
+def test_quoted_phrases():
+    assert analyze('When did Jon start reading "The Lean Startup"?').phrases == (("the", "lean", "startup"),)
+    assert analyze("what is \u201cLittle Women\u201d about, and \"x\"").phrases == (("little", "women"), ("x",))
+    # an unclosed quote runs to the end; empty or punctuation-only quotes are no phrase
+    assert analyze('When did Joanna first watch "Eternal Sunshine?').phrases == (("eternal", "sunshine"),)
+    assert analyze('say "" or "--" and it\'s "fine" "fine"').phrases == (("fine",),)
+    assert analyze("Melanie's dog's name").phrases == ()  # apostrophes are not quotes
+    q = analyze('grep "ECONNREFUSED 127.0.0.1:5432"')
+    assert q.phrases == (("econnrefused", "127", "0", "0", "1", "5432"),)
+    assert signals(q, "psql: Econnrefused 127.0.0.1:5432 again", None)["phrase"] == 1.0
+    assert signals(q, "127.0.0.1:5432 gave ECONNREFUSED", None)["phrase"] == 0.0  # same words, other order
+    assert signals(analyze("lean startup"), "the lean startup", None)["phrase"] == 0.0  # nothing quoted

@@ -146,3 +146,27 @@ def test_a_when_question_prefers_entries_that_state_a_time_and_dates_in_its_peri
         assert in_august.results[0].created_at == datetime(2023, 8, 1)
     finally:
         s.close()
+
+
+def test_a_quoted_phrase_prefers_the_entries_that_hold_it(tmp_path, embedder):
+    s = MemoryStore(tmp_path / "p", embedder=embedder)
+    try:
+        s.put_documents("notes", [
+            Document(content="Grafana showed connection refused on the reporting replica after the upgrade; "
+                             "Ada restarted it."),
+            Document(content="Why the staging deploy failed: the database refused the deploy's connection, "
+                             "so the deploy failed again."),
+            Document(content="Port 5432 on the CI runner was fine; the flaky test was a timezone bug."),
+        ])
+        assert s.con.execute("SELECT count(*) FROM entries").fetchone()[0] == 3  # none merged as near-duplicates
+        q = 'why did the staging deploy fail "connection refused"'
+        on = s.search_outcome(q, judge="late-interaction", learn=False)
+        off = s.search_outcome(q, judge="late-interaction", learn=False, settings=Settings(blend_phrase=0.0))
+        assert on.results[0].text.startswith("Grafana showed connection refused")  # holds the phrase
+        assert off.results[0].text.startswith("Why the staging deploy failed")     # the words, not the phrase
+        shift = {c.id: c.judge_score for c in on.pool}
+        for c in off.pool:  # exactly the phrase cue, in the blend's units
+            held = "connection refused" in c.text
+            assert shift[c.id] - c.judge_score == pytest.approx(Settings().blend_phrase * held / 1.75, abs=1e-9)
+    finally:
+        s.close()
