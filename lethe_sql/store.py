@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .db import connect
+from .db import connect, store_vectors_plain
 from .errors import LetheError, NotAProject, UsageError
 from .ingest import IndexReport, Progress, apply_changes, check_model, scan, token_index_add
 from .markdown import Document
@@ -183,6 +183,7 @@ class MemoryStore:
             # sections holding private spans or secrets are replaced by their scrubbed form.
             con.execute("DELETE FROM source_files")
             con.execute("INSERT OR REPLACE INTO meta VALUES ('privacy', '1')")
+        store_vectors_plain(con)  # once: vectors an older version stored compressed (db.DISABLED_COMPRESSION)
         prefix = self.memory_dir.relative_to(self.root).as_posix() + "/"
         changed, report.files_seen, report.files_unchanged, report.files_skipped = scan(
             con, self.memory_dir, prefix, report.warnings

@@ -222,3 +222,36 @@ def test_missing_pandas_fails_fast_and_the_same_way():
     assert len(finders) == 1  # installed once
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("pandas")
+
+
+def test_vectors_an_older_version_compressed_are_rewritten_plain_once(tmp_path, embedder):
+    """db.store_vectors_plain, run by MemoryStore.index: an index whose embeddings were
+    checkpointed with ALP/ALP-RD (before DISABLED_COMPRESSION) is rewritten once, same values."""
+    from lethe_sql import MemoryStore
+
+    root = tmp_path / "p"
+    store = MemoryStore(root, embedder=embedder)
+    store.init()
+    for i in range(40):
+        store.memory_dir.joinpath(f"2026-01-{i % 28 + 1:02d}.md").open("a").write(
+            f"## note {i}\nThe staging port {5400 + i} moved after incident {i * 7}; see runbook section {i}.\n")
+    store.index()
+    path = store.db_path
+    store.close()
+    old = duckdb.connect(str(path))  # as an older version left it: ALP allowed, no flag
+    old.execute("UPDATE entries SET embedding = embedding")
+    old.execute("DELETE FROM meta WHERE key = 'vectors_plain'")
+    old.execute("CHECKPOINT")
+    assert db.compressed_vector_tables(old) == ["entries"]
+    before = dict(old.execute("SELECT id, embedding FROM entries").fetchall())
+    old.close()
+    store = MemoryStore(root, embedder=embedder)
+    try:
+        store.index()
+        con = store.con
+        assert db.compressed_vector_tables(con) == []
+        assert dict(con.execute("SELECT id, embedding FROM entries").fetchall()) == before
+        assert con.execute("SELECT value FROM meta WHERE key = 'vectors_plain'").fetchone() == ("1",)
+        assert db.store_vectors_plain(con) == []  # once
+    finally:
+        store.close()
