@@ -309,12 +309,19 @@ def store_vectors_plain(con) -> list[str]:
 
 
 class _MissingPandas:
-    """A ``sys.meta_path`` finder that answers "no such module" for pandas at once."""
+    """A ``sys.meta_path`` finder that fails ``import pandas`` at once. Only an import
+    statement is answered (the import system's ``_find_and_load_unlocked`` asking);
+    ``importlib.util.find_spec("pandas")`` still gets None from the usual search, as
+    without this finder."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
         if name == "pandas":
-            raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+            import sys
+
+            caller = sys._getframe(2) if hasattr(sys, "_getframe") else None
+            if caller is not None and caller.f_code.co_name == "_find_and_load_unlocked":
+                raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
         return None
 
 

@@ -222,6 +222,11 @@ def test_missing_pandas_fails_fast_and_the_same_way():
     assert len(finders) == 1  # installed once
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("pandas")
+    with pytest.raises(ModuleNotFoundError):
+        exec("import pandas")
+    import importlib.util
+
+    assert importlib.util.find_spec("pandas") is None  # as without the finder
 
 
 def test_vectors_an_older_version_compressed_are_rewritten_plain_once(tmp_path, embedder):
