@@ -49,10 +49,9 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from .cues import analyze
 from .errors import LetheError, UsageError
 from .judges import ids_literal, max_per_key, token_rows
-from .pipeline import Candidate, judge_pool, pool_sizes
+from .pipeline import Candidate, judge_and_cut, pool_sizes
 from .registry import Project
 from .resources import resource_dir, sql_files
 from .settings import Settings
@@ -534,25 +533,14 @@ def run(fed: Federation, enc, settings: Settings, judge: FederatedJudge | None) 
     the rest only when the best score is below the threshold, the blend, the top ``top_k``."""
     t0 = time.perf_counter()
     timings: dict = {}
-    top_k = settings.top_k
     shallow_k, fetch_k, depth = pool_sizes(settings, judge)
     pool = fed.candidates(enc, fetch_k, depth, settings)
     timings["first_stage"] = (time.perf_counter() - t0) * 1000
-    deep = False
-    if judge is not None and pool:
-        t1 = time.perf_counter()
-        ordered, pool, deep = judge_pool(
-            pool, settings, judge, shallow_k,
-            score=lambda cands: judge.score(enc, cands),
-            key=lambda c: (c.project, c.id),  # two projects may hold the same text, hence the same id
-            cues=analyze(enc.text),
-        )
-        timings["judge"] = (time.perf_counter() - t1) * 1000
-    else:
-        ordered = pool
-    results = ordered[:top_k]
-    for r, c in enumerate(results, 1):
-        c.final_rank = r
+    _, pool, deep, results = judge_and_cut(
+        pool, settings, judge, shallow_k, enc.text, timings,
+        score=lambda cands: judge.score(enc, cands),
+        key=lambda c: (c.project, c.id),  # two projects may hold the same text, hence the same id
+    )
     timings["total"] = (time.perf_counter() - t0) * 1000
     return FedOutcome(results, pool, judge.name if judge else None, deep, list(fed.projects), list(fed.skipped),
                       judge.batches if judge else 0, timings)

@@ -112,25 +112,14 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
         notes.append("RIF off: no judge to learn from")
     step = current_step(con) + 1
     cue = cue_of(con, enc.vec) if rif else 0
-    top_k = settings.top_k
     shallow_k, fetch_k, depth = pool_sizes(settings, judge)
     pool = _candidates(con, enc, fetch_k, depth, cue, step, settings)
     timings["first_stage"] = (time.perf_counter() - t0) * 1000
-    deep = False
     shallow = pool[:shallow_k]
-    if judge is not None and pool:
-        t1 = time.perf_counter()
-        ordered, pool, deep = judge_pool(
-            pool, settings, judge, shallow_k,
-            score=lambda cands: judge.score(con, enc, [c.id for c in cands]),
-            cues=analyze(enc.text),
-        )
-        timings["judge"] = (time.perf_counter() - t1) * 1000
-    else:
-        ordered = pool
-    results = ordered[:top_k]
-    for r, c in enumerate(results, 1):
-        c.final_rank = r
+    ordered, pool, deep, results = judge_and_cut(
+        pool, settings, judge, shallow_k, enc.text, timings,
+        score=lambda cands: judge.score(con, enc, [c.id for c in cands]),
+    )
 
     learned = False
     if learn:
@@ -194,6 +183,24 @@ def pool_sizes(settings: Settings, judge) -> tuple[int, int, int]:
     return shallow_k, fetch_k, max(settings.depth, fetch_k)
 
 
+def judge_and_cut(pool: list, settings: Settings, judge, shallow_k: int, text: str, timings: dict, *, score,
+                  key=lambda c: c.id):
+    """The second half of a search, shared by the single-project pipeline and the
+    cross-project search: the judge over the first stage's ``pool`` (``judge_pool``, with
+    the cues of the query ``text``; timed into ``timings['judge']``), then the top
+    ``top_k`` numbered by final rank. Without a judge, or with an empty pool, the first
+    stage's order stands. Returns (ordered, judged pool, deep, results)."""
+    ordered, deep = pool, False
+    if judge is not None and pool:
+        t1 = time.perf_counter()
+        ordered, pool, deep = judge_pool(pool, settings, judge, shallow_k, score=score, key=key, cues=analyze(text))
+        timings["judge"] = (time.perf_counter() - t1) * 1000
+    results = ordered[: settings.top_k]
+    for r, c in enumerate(results, 1):
+        c.final_rank = r
+    return ordered, pool, deep, results
+
+
 def judge_pool(pool: list, settings: Settings, judge, shallow_k: int, *, score, key=lambda c: c.id, cues=None):
     """Adaptive depth, then the final order; shared by the single-project pipeline and the
     cross-project search. ``pool``: the first stage's candidates, best first, as many as a
@@ -207,16 +214,12 @@ def judge_pool(pool: list, settings: Settings, judge, shallow_k: int, *, score, 
     if threshold is None:
         threshold = judge.default_threshold
     deep = len(pool) > shallow_k
-    if deep and threshold == math.inf:
-        judged = pool
-        scores = score(judged)
-    else:
-        judged = pool[:shallow_k]
-        scores = score(judged)
-        deep = deep and max(scores.values()) < threshold
+    judged = pool if deep and threshold == math.inf else pool[:shallow_k]
+    scores = score(judged)
+    if deep and judged is not pool:
+        deep = max(scores.values()) < threshold
         if deep:
-            rest = pool[shallow_k:]
-            scores.update(score(rest))
+            scores.update(score(pool[shallow_k:]))
             judged = pool
     if deep:
         for c in judged[shallow_k:]:
