@@ -173,6 +173,17 @@ def _hook(run) -> None:
         typer.echo(out)
 
 
+def _hook_recording(record, payload: str | None, wait: bool) -> None:
+    """A hook that records the agent's turn (``record(payload, wait=...)`` returns what it
+    did) and reports that on stderr, printing nothing for the agent."""
+
+    def run():
+        _cli()._err(f"hook: {record(_payload(payload), wait=wait)}")
+        return ""
+
+    _hook(run)
+
+
 @hook_app.command("session-start")
 def hook_session_start() -> None:
     """Claude Code SessionStart: create today's memory file, print recent memories as context."""
@@ -188,12 +199,7 @@ def hook_stop(
     """Claude Code Stop: append a summary of the last exchange to today's file, then reindex."""
     from .hooks import stop
 
-    def run():
-        msg = stop(_payload(None), wait=wait)
-        _cli()._err(f"hook: {msg}")
-        return ""
-
-    _hook(run)
+    _hook_recording(stop, None, wait)
 
 
 @hook_app.command("codex-notify")
@@ -204,12 +210,7 @@ def hook_codex_notify(
     """Codex notify: record a summary of the completed turn, then reindex."""
     from .hooks import codex_notify
 
-    def run():
-        msg = codex_notify(_payload(payload), wait=wait)
-        _cli()._err(f"hook: {msg}")
-        return ""
-
-    _hook(run)
+    _hook_recording(codex_notify, payload, wait)
 
 
 @hook_app.command("reindex")
