@@ -96,8 +96,7 @@ def _phrases(query: str) -> tuple[tuple[str, ...], ...]:
 def holds(text_tokens: list[str], phrase: tuple[str, ...]) -> bool:
     """Whether ``phrase`` occurs as consecutive tokens of ``text_tokens``."""
     n = len(phrase)
-    first = phrase[0]
-    return any(text_tokens[i:i + n] == list(phrase) for i, t in enumerate(text_tokens) if t == first)
+    return any(tuple(text_tokens[i:i + n]) == phrase for i, t in enumerate(text_tokens) if t == phrase[0])
 
 
 def _period(text: str) -> Period | None:

@@ -20,6 +20,7 @@ import hashlib
 import os
 import random
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -317,8 +318,6 @@ class _MissingPandas:
     @staticmethod
     def find_spec(name, path=None, target=None):
         if name == "pandas":
-            import sys
-
             caller = sys._getframe(2) if hasattr(sys, "_getframe") else None
             if caller is not None and caller.f_code.co_name == "_find_and_load_unlocked":
                 raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
@@ -332,7 +331,6 @@ def skip_missing_pandas() -> None:
     first on ``sys.meta_path`` fails that import at once, with the error it would raise
     anyway."""
     import importlib.util
-    import sys
 
     if any(isinstance(f, _MissingPandas) for f in sys.meta_path) or "pandas" in sys.modules:
         return
