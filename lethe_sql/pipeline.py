@@ -3,7 +3,8 @@
     query -> embed once (sentence vector + token vectors, one forward pass)
           -> cue: nearest query-cluster centroid (0 before the first k-means fit)
           -> lethe_candidates(): lethe_fused (z-scored BM25, context-field BM25 and
-             cosine; or RRF with fusion = "rrf"), minus alpha * suppression  (SQL)
+             cosine; or RRF with fusion = "rrf"), minus alpha * suppression  (SQL,
+             prepared once per connection and shape: lethe_sql.prepared)
           -> one first-stage call for max(k_deep, k_shallow) candidates at depth
              max(depth, k_deep); judge the top k_shallow, and the rest only when the
              best score is below the threshold (late interaction: always, one batch)
@@ -20,6 +21,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from .cues import analyze
 from .judges import QueryEncoding, sigmoid
 from .learn import cue_of, current_step, maybe_refit, update
+from .prepared import Statement, literal, string_literal, vector_literal
 from .settings import Settings
 
 CANDIDATES_SQL = """SELECT c.*, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier
@@ -91,13 +94,39 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int, s: Settings) -> list[Candidate]:
-    cur = con.execute(
-        CANDIDATES_SQL,
-        dict(q=enc.text, qvec=enc.vec_text, k=int(k), depth=int(depth), cue=int(cue), step=int(step),
-             alpha=float(s.rif_alpha) if s.rif else 0.0, decay=float(s.rif_lambda),
-             rrf=s.fusion == "rrf", w_bm25=float(s.w_bm25), w_ctx=float(s.w_ctx), w_dense=float(s.w_dense)),
+@functools.lru_cache(maxsize=64)
+def _candidates_statement(k: int, depth: int, alpha: float, decay: float, rrf: bool,
+                          w_bm25: float, w_ctx: float, w_dense: float) -> Statement:
+    """``CANDIDATES_SQL`` as a statement prepared once per connection (``lethe_sql.prepared``):
+    the settings are literals, the query, its vector, cue and step arguments."""
+    L = literal
+    return Statement(
+        f"""SELECT c.*, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier
+FROM lethe_candidates((SELECT q FROM args), (SELECT qvec FROM args), {L(k)}, depth := {L(depth)},
+                      cue := (SELECT cue FROM args), step := (SELECT step FROM args),
+                      alpha := {L(alpha)}, decay := {L(decay)}, rrf := {L(rrf)},
+                      w_bm25 := {L(w_bm25)}, w_ctx := {L(w_ctx)}, w_dense := {L(w_dense)}) AS c
+JOIN entries AS e USING (id)
+ORDER BY c.pool_rank""",
+        [("q", "VARCHAR"), ("qvec", "FLOAT[384]"), ("cue", "INTEGER"), ("step", "BIGINT")],
     )
+
+
+def candidate_params(k: int, depth: int, cue: int, step: int, s: Settings) -> dict:
+    """The settings-derived arguments of ``CANDIDATES_SQL`` (all but the query and its vector)."""
+    return dict(k=int(k), depth=int(depth), cue=int(cue), step=int(step),
+                alpha=float(s.rif_alpha) if s.rif else 0.0, decay=float(s.rif_lambda),
+                rrf=s.fusion == "rrf", w_bm25=float(s.w_bm25), w_ctx=float(s.w_ctx), w_dense=float(s.w_dense))
+
+
+def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int, s: Settings) -> list[Candidate]:
+    """The first stage: ``CANDIDATES_SQL``, run as a prepared statement (the same rows;
+    tests/test_prepared.py)."""
+    p = candidate_params(k, depth, cue, step, s)
+    stmt = _candidates_statement(p["k"], p["depth"], p["alpha"], p["decay"], p["rrf"],
+                                 p["w_bm25"], p["w_ctx"], p["w_dense"])
+    cur = stmt.execute(con, dict(q=string_literal(enc.text), qvec=vector_literal(enc.vec),
+                                 cue=literal(p["cue"]), step=literal(p["step"])))
     names = [d[0] for d in cur.description]
     return [Candidate.from_row(dict(zip(names, row))) for row in cur.fetchall()]
 

@@ -27,6 +27,7 @@ from .db import connect, store_vectors_plain
 from .errors import LetheError, NotAProject, UsageError
 from .ingest import IndexReport, Progress, apply_changes, check_model, scan, token_index_add
 from .markdown import Document
+from .prepared import forget
 from .search import SearchResult, clean_query, run_search
 from .settings import load_settings
 
@@ -195,6 +196,8 @@ class MemoryStore:
             report.entries_added, report.entries_removed = apply_changes(
                 con, self._embed, changed, progress, settings=self.settings, report=report
             )
+        if changed or rebuild:
+            forget(con)  # prepared search statements plan again, against the new data
         report.entries_total = con.execute("SELECT count(*) FROM entries").fetchone()[0]
         report.seconds = time.perf_counter() - t0
         return report
@@ -306,9 +309,11 @@ class MemoryStore:
         chunks = [d.to_chunk(i, source) for i, d in enumerate(documents)]
         if report is not None:
             report.redacted += sum(c.redacted for c in chunks)
-        return apply_changes(
+        counts = apply_changes(
             self.con, self._embed, {source: (None, chunks)}, progress, settings=self.settings, report=report
         )
+        forget(self.con)  # prepared search statements plan again, against the new data
+        return counts
 
     def absorbed_map(self) -> dict[str, str]:
         """Absorbed entry id -> id of the live entry that holds it (near-duplicate merging,

@@ -1,0 +1,95 @@
+"""Statements of the search's hot path, planned once per connection.
+
+DuckDB binds and optimises a statement on every ``execute``. For the first stage
+(``lethe_candidates``: three ranked lists, their fusion and the suppression join,
+all macro-expanded) that costs 13-15 ms of a ~30 ms statement at 10,000 entries.
+A statement made once with ``PREPARE`` and run with ``EXECUTE`` skips it, as long
+as DuckDB does not re-plan it, and DuckDB 1.5 re-plans a prepared statement on
+every ``EXECUTE`` when
+
+* a parameter occurs more than once in the expanded SQL (a macro argument used in
+  two places is two occurrences), or
+* an argument's type differs from the type inferred at ``PREPARE``.
+
+So each statement here takes its arguments once, in a one-row CTE that casts each
+to its type, and the macro reads them from there as scalar subqueries; the
+``EXECUTE`` casts every argument to the same type. Settings (pool sizes, weights,
+``rrf``) are literals of the prepared text, so DuckDB folds them as before; one
+statement is prepared per distinct shape. ``tests/test_prepared.py`` checks the
+results equal the plain statement's and that no ``EXECUTE`` re-plans.
+
+``EXECUTE`` takes no bound parameters, so its arguments are SQL literals, built by
+sqlglot (the query text is a quoted string literal; numbers and vectors are
+rendered from numeric values only).
+
+A plan keeps the statistics it was made with; DuckDB re-plans by itself after DDL
+(an FTS rebuild), and ``forget(con)`` drops a connection's statements after the
+store writes, so the next search plans against the new data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+
+from sqlglot import exp
+
+from .vectors import vec_literal
+
+DIALECT = "duckdb"
+
+#: connection -> names of the statements prepared on it
+_PREPARED: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def string_literal(s: str) -> str:
+    """``s`` as a DuckDB string literal (sqlglot quotes it)."""
+    return exp.Literal.string(str(s)).sql(dialect=DIALECT)
+
+
+def literal(value) -> str:
+    """A setting (bool, int or float) as a SQL literal; anything else is refused."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return exp.Literal.number(int(value)).sql(dialect=DIALECT)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"not a finite number: {value!r}")
+        return exp.Literal.number(repr(value)).sql(dialect=DIALECT)
+    raise TypeError(f"not a setting literal: {value!r}")
+
+
+def vector_literal(vec) -> str:
+    """A query vector as a FLOAT[384] expression (numbers only)."""
+    return f"CAST({string_literal(vec_literal(vec))} AS FLOAT[384])"
+
+
+class Statement:
+    """A statement with typed arguments, each used once: ``body`` reads them as
+    ``(SELECT <name> FROM args)``; ``args`` is [(name, SQL type)]."""
+
+    def __init__(self, body: str, args: list[tuple[str, str]]) -> None:
+        self.args = args
+        cols = ", ".join(f"CAST(${i} AS {t}) AS {n}" for i, (n, t) in enumerate(args, 1))
+        self.sql = f"WITH args AS MATERIALIZED (SELECT {cols})\n{body}"
+        self.name = "lethe_" + hashlib.sha1(self.sql.encode()).hexdigest()[:16]
+
+    def execute(self, con, values: dict[str, str]):
+        """Run with ``values``: {arg name: SQL literal of its value}. Prepares the
+        statement on ``con`` the first time."""
+        names = _PREPARED.setdefault(con, set())
+        if self.name not in names:
+            con.execute(f"PREPARE {self.name} AS {self.sql}")
+            names.add(self.name)
+        call = ", ".join(f"CAST({values[n]} AS {t})" for n, t in self.args)
+        return con.execute(f"EXECUTE {self.name}({call})")
+
+
+def forget(con) -> None:
+    """Drop the statements prepared on ``con`` (after the store has written)."""
+    for name in _PREPARED.pop(con, set()):
+        try:
+            con.execute(f"DEALLOCATE {name}")
+        except Exception:  # a closed connection or an aborted transaction: nothing to drop
+            pass

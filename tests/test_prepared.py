@@ -1,0 +1,149 @@
+"""The first stage as a prepared statement (lethe_sql.prepared): the same rows as the
+plain statement, planned once, re-planned after the store writes, and safe with any
+query text."""
+
+from __future__ import annotations
+
+import pytest
+
+from lethe_sql import MemoryStore
+from lethe_sql.judges import encode_query
+from lethe_sql.markdown import Document
+from lethe_sql.pipeline import CANDIDATES_SQL, _candidates, candidate_params
+from lethe_sql.prepared import Statement, literal, string_literal
+from lethe_sql.settings import Settings
+
+TURNS = [
+    ("s1", "Caroline: I went to the LGBTQ support group yesterday"),
+    ("s1", "Melanie: That sounds powerful, how did it feel?"),
+    ("s1", "Caroline: It felt like home, everyone shared their stories"),
+    ("s2", "Melanie: We went camping at the lake with the kids"),
+    ("s2", "Caroline: Did they enjoy the campfire?"),
+    ("s2", "Melanie: They roasted marshmallows all night"),
+    ("s3", "Caroline: I am researching adoption agencies"),
+    ("s3", "Melanie: Which agencies are you looking at?"),
+    ("s3", "Caroline: One that supports LGBTQ parents"),
+    ("s3", "Melanie: Painting helps me relax after work"),
+]
+QUERIES = ["what did Caroline say about the support group", "camping with the kids", "adoption", "zzz unknownword"]
+
+
+@pytest.fixture()
+def store(tmp_path, embedder):
+    s = MemoryStore(tmp_path / "p", embedder=embedder)
+    s.put_documents("conv", [Document(content=t, session_id=sid) for sid, t in TURNS])
+    yield s
+    s.close()
+
+
+def _prepared(con) -> list[tuple]:
+    return con.execute(
+        "SELECT name, result_types IS NOT NULL FROM duckdb_prepared_statements() WHERE name LIKE 'lethe_%'"
+    ).fetchall()
+
+
+def _plain(con, enc, k, depth, cue, step, s) -> list[tuple]:
+    """The plain (unprepared) statement's rows, as ``_as_tuples`` lays them out."""
+    cur = con.execute(CANDIDATES_SQL, dict(q=enc.text, qvec=enc.vec_text, **candidate_params(k, depth, cue, step, s)))
+    names = [d[0] for d in cur.description]
+    out = []
+    for r in cur.fetchall():
+        d = dict(zip(names, r))
+        out.append((d["id"], d["pool_rank"], d["fused"], d["suppression"], d["adjusted"], d["bm25_rank"],
+                    d["bm25_score"], d["dense_rank"], d["dense_score"], d["ctx_rank"], d["ctx_score"], d["text"]))
+    return out
+
+
+def _as_tuples(cands) -> list[tuple]:
+    return [(c.id, c.pool_rank, c.fused, c.suppression, c.adjusted, c.bm25_rank, c.bm25_score, c.dense_rank,
+             c.dense_score, c.ctx_rank, c.ctx_score, c.text) for c in cands]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(),
+        Settings(fusion="rrf"),
+        Settings(w_bm25=0.5, w_ctx=2.0, w_dense=0.25),
+        Settings(rif=False),
+    ],
+    ids=["default", "rrf", "weights", "rif-off"],
+)
+def test_prepared_first_stage_returns_the_plain_statements_rows(store, settings):
+    con = store.con
+    ids = [r[0] for r in con.execute("SELECT id FROM entries ORDER BY id").fetchall()]
+    # learned suppression for cue 2: the prepared statement must read it like the plain one
+    con.executemany("INSERT INTO rif_suppression VALUES (2, ?, ?, 3)", [[i, 0.4 + n / 10] for n, i in enumerate(ids[:4])])
+    checked = 0
+    for q in QUERIES:
+        enc = encode_query(store.embedder, q)
+        for k, depth, cue, step in [(5, 5, 0, 1), (8, 3, 2, 10), (30, 30, 2, 200)]:
+            got = _as_tuples(_candidates(con, enc, k, depth, cue, step, settings))
+            want = _plain(con, enc, k, depth, cue, step, settings)
+            assert got == want, (q, k, depth, cue, step)
+            checked += len(want)
+    assert checked > 0
+    if settings.rif:  # the suppression reached the prepared statement's rows
+        enc = encode_query(store.embedder, QUERIES[0])
+        assert any(c.suppression > 0 for c in _candidates(con, enc, 10, 10, 2, 10, settings))
+
+
+def test_the_first_stage_is_planned_once_per_shape(store):
+    con = store.con
+    s = Settings()
+    for q in QUERIES:
+        _candidates(con, encode_query(store.embedder, q), 10, 10, 0, 1, s)
+    # one statement for one shape, and DuckDB keeps its plan: a statement it must re-plan on
+    # every EXECUTE has no result types
+    assert [ok for _, ok in _prepared(con)] == [True]
+    _candidates(con, encode_query(store.embedder, QUERIES[0]), 20, 20, 0, 1, s)
+    assert len(_prepared(con)) == 2
+    # the check can fail: a macro argument used twice makes DuckDB re-plan every time
+    con.execute("PREPARE lethe_naive AS SELECT * FROM lethe_candidates($1, $2, 10, depth := 10)")
+    assert dict(_prepared(con))["lethe_naive"] is False
+
+
+def test_statement_arguments_each_occur_once():
+    st = Statement("SELECT (SELECT a FROM args), (SELECT b FROM args)", [("a", "VARCHAR"), ("b", "BIGINT")])
+    assert st.sql.count("$1") == 1 and st.sql.count("$2") == 1 and "$3" not in st.sql
+    assert st.name.startswith("lethe_") and st.name == Statement(st.sql[st.sql.index("\n") + 1:], st.args).name
+
+
+def test_writes_make_the_next_search_plan_again_and_see_new_entries(store):
+    con = store.con
+    s = Settings()
+    enc = encode_query(store.embedder, "kayaking on the fjord")
+    before = [c.text for c in _candidates(con, enc, 3, 3, 0, 1, s)]
+    assert _prepared(con)
+    store.put_documents("more", [Document(content="Melanie: we went kayaking on the fjord", session_id="s9")])
+    assert _prepared(con) == []  # forgotten after the write
+    after = [c.text for c in _candidates(con, enc, 3, 3, 0, 1, s)]
+    assert "Melanie: we went kayaking on the fjord" not in before
+    assert after[0] == "Melanie: we went kayaking on the fjord"
+
+
+HOSTILE = [
+    "it's", "'; DROP TABLE entries; --", "back\\slash \\' quote", "$1 $q ? :name", "line\nbreak\ttab",
+    "ünïcödé — “curly” 🙂", "''''", "E'\\x41'", "/* comment */ --",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_query_text_reaches_duckdb_unchanged(store, text):
+    con = store.con
+    assert con.execute(f"SELECT {string_literal(text)}").fetchone()[0] == text
+    n = con.execute("SELECT count(*) FROM entries").fetchone()[0]
+    enc = encode_query(store.embedder, text)
+    s = Settings()
+    assert _as_tuples(_candidates(con, enc, 5, 5, 0, 1, s)) == _plain(con, enc, 5, 5, 0, 1, s)
+    assert con.execute("SELECT count(*) FROM entries").fetchone()[0] == n
+
+
+def test_setting_literals():
+    assert literal(True) == "true" and literal(False) == "false"
+    assert literal(30) == "30" and float(literal(0.005)) == 0.005 and float(literal(-1e-07)) == -1e-07
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            literal(bad)
+    with pytest.raises(TypeError):
+        literal("1; DROP TABLE entries")
