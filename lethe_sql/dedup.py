@@ -152,9 +152,7 @@ def fetch_vectors(con, where: str = "TRUE", params: Sequence = ()) -> tuple[list
     tbl = con.execute(
         f"SELECT id, length(text)::BIGINT AS n, embedding FROM entries WHERE embedding IS NOT NULL AND ({where})",
         list(params),
-    ).arrow()
-    if hasattr(tbl, "read_all"):  # a RecordBatchReader on some duckdb versions
-        tbl = tbl.read_all()
+    ).to_arrow_table()
     ids = tbl.column("id").to_pylist()
     lens = tbl.column("n").to_numpy()
     emb = tbl.column("embedding").combine_chunks()

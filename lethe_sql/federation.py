@@ -50,7 +50,7 @@ import sqlglot
 from sqlglot import exp
 
 from .errors import LetheError, UsageError
-from .judges import ids_literal, max_per_key, token_rows
+from .judges import arrow_table, ids_literal, max_per_key, token_rows
 from .pipeline import Candidate, judge_and_cut, pool_sizes
 from .registry import Project
 from .resources import resource_dir, sql_files
@@ -452,9 +452,7 @@ class Federation:
             by.setdefault(p, []).append(i)
         aliases = tuple(a for a in self.aliases if a in by)
         params = {f"ids_{n}": ids_literal(by[a]) for n, a in enumerate(aliases)}
-        tbl = self.con.execute(tokens_sql(aliases), params).arrow()
-        if hasattr(tbl, "read_all"):
-            tbl = tbl.read_all()
+        tbl = arrow_table(self.con.execute(tokens_sql(aliases), params))
         if idf:
             if self._n_entries is None:
                 self._n_entries = int(self.con.execute(entries_count_sql(self.aliases)).fetchone()[0] or 0)

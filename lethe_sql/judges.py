@@ -73,6 +73,20 @@ def _zscore(x: np.ndarray, eps: float = 1e-9) -> np.ndarray:
     return (x - x.mean()) / sd if sd > eps else np.zeros_like(x)
 
 
+def arrow_table(cur):
+    """A result as one pyarrow Table. ``to_arrow_table`` rather than ``arrow()``: reading
+    the RecordBatchReader that ``arrow()`` returns cost ~1.5 ms more for a pool's ~4,000
+    token rows."""
+    return cur.to_arrow_table()
+
+
+def key_codes(column) -> tuple[np.ndarray, list]:
+    """An Arrow string column as (integer codes, distinct values): ``max_per_key`` groups
+    integers about twice as fast as Python strings."""
+    d = column.combine_chunks().dictionary_encode()
+    return d.indices.to_numpy(zero_copy_only=False), d.dictionary.to_pylist()
+
+
 def token_rows(tbl) -> np.ndarray:
     """The dequantized token vectors (rows x 384, float32) of an Arrow table with columns
     ``v`` (TINYINT[384]) and ``scale``."""
@@ -129,19 +143,18 @@ class LateInteractionJudge:
             return {i: 0.0 for i in ids}
         # No ORDER BY: sorting the rows with their 384-byte vectors cost 6 ms of 7 for a
         # 100-entry pool; max_per_key groups them in numpy instead.
-        tbl = con.execute(
+        tbl = arrow_table(con.execute(
             "SELECT id, v, scale FROM token_vectors WHERE list_contains(CAST(? AS VARCHAR[]), id)",
             [ids_literal(ids)],
-        ).arrow()
-        if hasattr(tbl, "read_all"):
-            tbl = tbl.read_all()
+        ))
         w = self.weights(con, enc)
         out = {i: 0.0 for i in ids}
         if tbl.num_rows == 0:
             return out
-        keys, best = max_per_key(np.asarray(tbl.column("id").to_pylist(), dtype=object), token_rows(tbl), enc.tok_vecs)
-        for i, s in zip(keys, best @ w / w.sum()):
-            out[str(i)] = float(s)
+        codes, names = key_codes(tbl.column("id"))
+        keys, best = max_per_key(codes, token_rows(tbl), enc.tok_vecs)
+        for k, s in zip(keys, best @ w / w.sum()):
+            out[names[k]] = float(s)
         return out
 
     def logits(self, scores: np.ndarray) -> np.ndarray:

@@ -203,9 +203,7 @@ def maybe_refit(con, settings, step: int, seed: int = 0) -> bool:
 def refit(con, n_clusters: int, step: int, seed: int = 0) -> None:
     import pyarrow as pa
 
-    tbl = con.execute("SELECT embedding FROM query_log ORDER BY step").arrow()
-    if hasattr(tbl, "read_all"):
-        tbl = tbl.read_all()
+    tbl = con.execute("SELECT embedding FROM query_log ORDER BY step").to_arrow_table()
     x = np.asarray(tbl.column("embedding").combine_chunks().values, dtype=np.float32).reshape(tbl.num_rows, -1)
     centers, labels = kmeans(x, n_clusters, seed=seed)
     sizes = np.bincount(labels, minlength=len(centers))
