@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from .cues import analyze
 from .judges import QueryEncoding, sigmoid
 from .learn import cue_of, current_step, maybe_refit, update
-from .prepared import Statement, literal, string_literal, vector_literal
+from .prepared import statement
 from .settings import Settings
 
 CANDIDATES_SQL = """SELECT c.*, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier
@@ -94,22 +93,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-@functools.lru_cache(maxsize=64)
-def _candidates_statement(k: int, depth: int, alpha: float, decay: float, rrf: bool,
-                          w_bm25: float, w_ctx: float, w_dense: float) -> Statement:
-    """``CANDIDATES_SQL`` as a statement prepared once per connection (``lethe_sql.prepared``):
-    the settings are literals, the query, its vector, cue and step arguments."""
-    L = literal
-    return Statement(
-        f"""SELECT c.*, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier
-FROM lethe_candidates((SELECT q FROM args), (SELECT qvec FROM args), {L(k)}, depth := {L(depth)},
-                      cue := (SELECT cue FROM args), step := (SELECT step FROM args),
-                      alpha := {L(alpha)}, decay := {L(decay)}, rrf := {L(rrf)},
-                      w_bm25 := {L(w_bm25)}, w_ctx := {L(w_ctx)}, w_dense := {L(w_dense)}) AS c
-JOIN entries AS e USING (id)
-ORDER BY c.pool_rank""",
-        [("q", "VARCHAR"), ("qvec", "FLOAT[384]"), ("cue", "INTEGER"), ("step", "BIGINT")],
-    )
+#: the arguments of the prepared first stage; its other parameters are settings (literals)
+CANDIDATE_ARGS = (("q", "VARCHAR"), ("qvec", "FLOAT[384]"), ("cue", "INTEGER"), ("step", "BIGINT"))
 
 
 def candidate_params(k: int, depth: int, cue: int, step: int, s: Settings) -> dict:
@@ -123,10 +108,8 @@ def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int
     """The first stage: ``CANDIDATES_SQL``, run as a prepared statement (the same rows;
     tests/test_prepared.py)."""
     p = candidate_params(k, depth, cue, step, s)
-    stmt = _candidates_statement(p["k"], p["depth"], p["alpha"], p["decay"], p["rrf"],
-                                 p["w_bm25"], p["w_ctx"], p["w_dense"])
-    cur = stmt.execute(con, dict(q=string_literal(enc.text), qvec=vector_literal(enc.vec),
-                                 cue=literal(p["cue"]), step=literal(p["step"])))
+    stmt = statement(CANDIDATES_SQL, CANDIDATE_ARGS, **{n: v for n, v in p.items() if n not in ("cue", "step")})
+    cur = stmt.execute(con, q=enc.text, qvec=enc.vec, cue=p["cue"], step=p["step"])
     names = [d[0] for d in cur.description]
     return [Candidate.from_row(dict(zip(names, row))) for row in cur.fetchall()]
 

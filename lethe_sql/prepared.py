@@ -29,7 +29,9 @@ store writes, so the next search plans against the new data.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 import weakref
 
 from sqlglot import exp
@@ -60,30 +62,60 @@ def literal(value) -> str:
     raise TypeError(f"not a setting literal: {value!r}")
 
 
-def vector_literal(vec) -> str:
-    """A query vector as a FLOAT[384] expression (numbers only)."""
-    return f"CAST({string_literal(vec_literal(vec))} AS FLOAT[384])"
+def _value(value, sql_type: str) -> str:
+    """An argument as a literal of its SQL type (the query text quoted by sqlglot, a
+    vector rendered from its float values)."""
+    if sql_type == "VARCHAR":
+        return string_literal(value)
+    if sql_type.startswith("FLOAT["):
+        return string_literal(vec_literal(value))
+    return literal(value)
 
 
 class Statement:
-    """A statement with typed arguments, each used once: ``body`` reads them as
+    """A statement with typed arguments, each bound once: ``body`` reads them as
     ``(SELECT <name> FROM args)``; ``args`` is [(name, SQL type)]."""
 
     def __init__(self, body: str, args: list[tuple[str, str]]) -> None:
-        self.args = args
-        cols = ", ".join(f"CAST(${i} AS {t}) AS {n}" for i, (n, t) in enumerate(args, 1))
+        self.args = list(args)
+        cols = ", ".join(f"CAST(${i} AS {t}) AS {n}" for i, (n, t) in enumerate(self.args, 1))
         self.sql = f"WITH args AS MATERIALIZED (SELECT {cols})\n{body}"
         self.name = "lethe_" + hashlib.sha1(self.sql.encode()).hexdigest()[:16]
 
-    def execute(self, con, values: dict[str, str]):
-        """Run with ``values``: {arg name: SQL literal of its value}. Prepares the
+    def execute(self, con, **values):
+        """Run with the arguments' Python values (str, a vector, int). Prepares the
         statement on ``con`` the first time."""
         names = _PREPARED.setdefault(con, set())
         if self.name not in names:
             con.execute(f"PREPARE {self.name} AS {self.sql}")
             names.add(self.name)
-        call = ", ".join(f"CAST({values[n]} AS {t})" for n, t in self.args)
+        call = ", ".join(f"CAST({_value(values[n], t)} AS {t})" for n, t in self.args)
         return con.execute(f"EXECUTE {self.name}({call})")
+
+
+_PLACEHOLDER = re.compile(r"\$([A-Za-z_]\w*)")
+
+
+@functools.lru_cache(maxsize=128)
+def _from_template(template: str, args: tuple, literals: tuple) -> Statement:
+    arg_names, lits = {n for n, _ in args}, dict(literals)
+
+    def sub(m: re.Match) -> str:
+        name = m.group(1)
+        if name in arg_names:
+            return f"(SELECT {name} FROM args)"
+        if name in lits:
+            return literal(lits[name])
+        raise KeyError(f"no value for ${name}")
+
+    return Statement(_PLACEHOLDER.sub(sub, template), list(args))
+
+
+def statement(template: str, args: tuple[tuple[str, str], ...], **literals) -> Statement:
+    """The prepared form of a statement written with ``$name`` parameters: each name in
+    ``args`` (name, SQL type) becomes an argument of the prepared statement, every other
+    ``$name`` the literal of ``literals[name]`` (a setting: one statement per shape)."""
+    return _from_template(template, tuple(args), tuple(sorted(literals.items())))
 
 
 def forget(con) -> None:

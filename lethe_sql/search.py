@@ -3,7 +3,8 @@
 The ranking lives in ``sql/`` (``lethe_bm25``, ``lethe_dense``,
 ``lethe_hybrid``); this module only embeds the query, binds it, and joins
 the ranked ids back to their entries. ``search_sql(mode)`` returns the exact
-statement, so tests and ``lethe explain`` read the same SQL the search runs.
+statement; the search runs it prepared (``lethe_sql.prepared``: the same text
+with its parameters read from a one-row CTE), with the same rows.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from .errors import UsageError
-from .vectors import vec_literal
+from .prepared import statement
 
 MAX_QUERY_CHARS = 2000
 MODES = ("default", "hybrid", "bm25", "dense")
@@ -101,14 +102,16 @@ def run_search(con, query: str, qvec, *, mode: str = "hybrid", top_k: int = 10, 
     """Execute ``search_sql(mode)`` and return ``SearchResult`` rows."""
     if top_k < 1:
         raise UsageError("--top-k must be at least 1")
-    params: dict = {"k": int(top_k)}
+    args, values = [], {}
     if mode in ("hybrid", "bm25"):
-        params["q"] = query
+        args.append(("q", "VARCHAR"))
+        values["q"] = query
     if mode in ("hybrid", "dense"):
-        params["qvec"] = vec_literal(qvec)
-    if mode == "hybrid":
-        params["depth"] = int(depth)
-    cur = con.execute(search_sql(mode), params)
+        args.append(("qvec", "FLOAT[384]"))
+        values["qvec"] = qvec
+    sizes = {"k": int(top_k), "depth": int(depth)} if mode == "hybrid" else {"k": int(top_k)}
+    # prepared once per connection and (mode, k, depth): lethe_sql.prepared
+    cur = statement(search_sql(mode), tuple(args), **sizes).execute(con, **values)
     names = [d[0] for d in cur.description]
     out = []
     for row in cur.fetchall():

@@ -10,7 +10,9 @@ from lethe_sql import MemoryStore
 from lethe_sql.judges import encode_query
 from lethe_sql.markdown import Document
 from lethe_sql.pipeline import CANDIDATES_SQL, _candidates, candidate_params
-from lethe_sql.prepared import Statement, literal, string_literal
+from lethe_sql.prepared import Statement, literal, statement, string_literal
+from lethe_sql.search import run_search, search_sql
+from lethe_sql.vectors import vec_literal
 from lethe_sql.settings import Settings
 
 TURNS = [
@@ -107,6 +109,37 @@ def test_statement_arguments_each_occur_once():
     st = Statement("SELECT (SELECT a FROM args), (SELECT b FROM args)", [("a", "VARCHAR"), ("b", "BIGINT")])
     assert st.sql.count("$1") == 1 and st.sql.count("$2") == 1 and "$3" not in st.sql
     assert st.name.startswith("lethe_") and st.name == Statement(st.sql[st.sql.index("\n") + 1:], st.args).name
+
+
+def test_statement_from_a_template():
+    st = statement("SELECT $a || 'x', (SELECT $b), $a, $n LIMIT $n", (("a", "VARCHAR"), ("b", "BIGINT")), n=3)
+    assert st.sql.count("$1") == 1 and st.sql.count("$2") == 1 and "$a" not in st.sql and "LIMIT 3" in st.sql
+    assert statement("SELECT $a, $n", (("a", "VARCHAR"),), n=3) is statement("SELECT $a, $n", (("a", "VARCHAR"),), n=3)
+    with pytest.raises(KeyError):
+        statement("SELECT $a, $missing", (("a", "VARCHAR"),))
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "dense"])
+def test_single_list_modes_return_the_plain_statements_rows(store, mode):
+    con = store.con
+    for q in QUERIES:
+        qvec = store.embed_query(q)
+        for k, depth in [(3, 3), (10, 2), (10, 30)]:
+            got = [(r.rank, r.id, r.score, r.bm25_rank, r.dense_rank) for r in
+                   run_search(con, q, qvec, mode=mode, top_k=k, depth=depth)]
+            params = {"k": k}
+            if mode != "dense":
+                params["q"] = q
+            if mode != "bm25":
+                params["qvec"] = vec_literal(qvec)
+            if mode == "hybrid":
+                params["depth"] = depth
+            cur = con.execute(search_sql(mode), params)
+            names = [d[0] for d in cur.description]
+            want = [(d["rank"], d["id"], d["score"], d["bm25_rank"], d["dense_rank"])
+                    for d in (dict(zip(names, r)) for r in cur.fetchall())]
+            assert got == want
+    assert all(ok for _, ok in _prepared(con))
 
 
 def test_writes_make_the_next_search_plan_again_and_see_new_entries(store):
