@@ -34,6 +34,7 @@ import hashlib
 import re
 import weakref
 
+import duckdb
 from sqlglot import exp
 
 from .vectors import vec_literal
@@ -87,10 +88,19 @@ class Statement:
         statement on ``con`` the first time."""
         names = _PREPARED.setdefault(con, set())
         if self.name not in names:
-            con.execute(f"PREPARE {self.name} AS {self.sql}")
-            names.add(self.name)
-        call = ", ".join(f"CAST({_value(values[n], t)} AS {t})" for n, t in self.args)
-        return con.execute(f"EXECUTE {self.name}({call})")
+            self._prepare(con, names)
+        call = f"EXECUTE {self.name}(" + ", ".join(f"CAST({_value(values[n], t)} AS {t})" for n, t in self.args) + ")"
+        try:
+            return con.execute(call)
+        except duckdb.BinderException as e:  # dropped behind our back (DEALLOCATE): prepare again
+            if f'"{self.name}" does not exist' not in str(e):
+                raise
+            self._prepare(con, names)
+            return con.execute(call)
+
+    def _prepare(self, con, names: set) -> None:
+        con.execute(f"PREPARE {self.name} AS {self.sql}")
+        names.add(self.name)
 
 
 _PLACEHOLDER = re.compile(r"\$([A-Za-z_]\w*)")

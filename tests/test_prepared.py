@@ -111,6 +111,18 @@ def test_statement_arguments_each_occur_once():
     assert st.name.startswith("lethe_") and st.name == Statement(st.sql[st.sql.index("\n") + 1:], st.args).name
 
 
+def test_a_statement_dropped_behind_our_back_is_prepared_again(store):
+    con = store.con
+    enc = encode_query(store.embedder, QUERIES[0])
+    s = Settings()
+    first = _as_tuples(_candidates(con, enc, 5, 5, 0, 1, s))
+    (name, _), = _prepared(con)
+    con.execute(f"DEALLOCATE {name}")
+    assert _prepared(con) == []
+    assert _as_tuples(_candidates(con, enc, 5, 5, 0, 1, s)) == first
+    assert [n for n, _ in _prepared(con)] == [name]
+
+
 def test_statement_from_a_template():
     st = statement("SELECT $a || 'x', (SELECT $b), $a, $n LIMIT $n", (("a", "VARCHAR"), ("b", "BIGINT")), n=3)
     assert st.sql.count("$1") == 1 and st.sql.count("$2") == 1 and "$a" not in st.sql and "LIMIT 3" in st.sql
