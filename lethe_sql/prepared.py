@@ -35,7 +35,6 @@ import re
 import weakref
 
 import duckdb
-from sqlglot import exp
 
 from .vectors import vec_literal
 
@@ -45,9 +44,16 @@ DIALECT = "duckdb"
 _PREPARED: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
 
 
+def _exp():
+    # sqlglot costs ~40 ms to import: only a process that searches pays it (`lethe add` does not)
+    from sqlglot import exp
+
+    return exp
+
+
 def string_literal(s: str) -> str:
     """``s`` as a DuckDB string literal (sqlglot quotes it)."""
-    return exp.Literal.string(str(s)).sql(dialect=DIALECT)
+    return _exp().Literal.string(str(s)).sql(dialect=DIALECT)
 
 
 def literal(value) -> str:
@@ -55,11 +61,11 @@ def literal(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return exp.Literal.number(int(value)).sql(dialect=DIALECT)
+        return _exp().Literal.number(int(value)).sql(dialect=DIALECT)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError(f"not a finite number: {value!r}")
-        return exp.Literal.number(repr(value)).sql(dialect=DIALECT)
+        return _exp().Literal.number(repr(value)).sql(dialect=DIALECT)
     raise TypeError(f"not a setting literal: {value!r}")
 
 

@@ -134,3 +134,15 @@ def test_help_lists_every_command():
     for cmd in ["init", "add", "index", "search", "status", "demo"]:
         assert cmd in p.stdout
     assert "LETHE_EMBED_MODEL" in p.stdout
+
+
+def test_starting_the_cli_imports_no_heavy_optional_module():
+    """Every `lethe add` and hook is a fresh process: the modules only some commands need
+    (the SQL builder, the ONNX runtime, the tokenizer, Arrow, the Anthropic client) load
+    when those commands run, not when the CLI starts."""
+    heavy = ["sqlglot", "onnxruntime", "tokenizers", "pyarrow", "anthropic"]
+    out = subprocess.run(
+        [sys.executable, "-c", f"import sys, lethe_sql.cli; print([m for m in {heavy!r} if m in sys.modules])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert out == "[]"
