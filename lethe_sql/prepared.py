@@ -16,7 +16,10 @@ to its type, and the macro reads them from there as scalar subqueries; the
 ``EXECUTE`` casts every argument to the same type. Settings (pool sizes, weights,
 ``rrf``) are literals of the prepared text, so DuckDB folds them as before; one
 statement is prepared per distinct shape. ``tests/test_prepared.py`` checks the
-results equal the plain statement's and that no ``EXECUTE`` re-plans.
+results equal the plain statement's, and that DuckDB keeps the plan
+(``duckdb_prepared_statements().result_types`` is NULL for a statement it must
+re-plan on every call; the type rule is kept by construction: the same casts on
+both sides).
 
 ``EXECUTE`` takes no bound parameters, so its arguments are SQL literals, built by
 sqlglot (the query text is a quoted string literal; numbers and vectors are
