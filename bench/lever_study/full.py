@@ -56,3 +56,13 @@ def feats(bmt, bmc, qs):
     for q in qs:
         out[q['qid']] = dict(bm25=bmt.scores(q['text']), ctx=bmc.scores(q['text']), cos=D['emb'] @ q['vec'])
     return out
+
+# The product's query side of the first stage: stopwords dropped from the BM25 query
+# (lethe_stopwords), both BM25 fields over all entries, cosine to every entry.
+SW = frozenset("a an the and or but if of to in on at by for with from as is are was were be been being am do does did has have had having i me my we our you your he him his she her it its they them their what which who whom whose when where why how this that these those there here not no so than too very can could will would should may might must just about into over after before up down out off again then once all any both each few more most other some such only own same s t don now".split())
+_BQ = []
+def F_of(q):
+    if not _BQ:
+        _BQ.extend([BM(texts), BM(ctxs)])
+    qq = ' '.join(t for t in tok.findall(q['text'].lower()) if t not in SW) or q['text']
+    return dict(bm25=_BQ[0].scores(qq), ctx=_BQ[1].scores(qq), cos=D['emb'] @ q['vec'])

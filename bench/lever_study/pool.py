@@ -16,11 +16,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent)); sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from full import *
 from lethe_sql.cues import analyze, signals
-SW = frozenset("a an the and or but if of to in on at by for with from as is are was were be been being am do does did has have had having i me my we our you your he him his she her it its they them their what which who whom whose when where why how this that these those there here not no so than too very can could will would should may might must just about into over after before up down out off again then once all any both each few more most other some such only own same s t don now".split())
-bq1, bq2 = BM(texts), BM(ctxs)
-def F_of(q):
-    qq = ' '.join(t for t in tok.findall(q['text'].lower()) if t not in SW) or q['text']
-    return dict(bm25=bq1.scores(qq), ctx=bq2.scores(qq), cos=D['emb'] @ q['vec'])
 import re
 QW = float(os.environ.get('QW', '0')); QMODE = os.environ.get('QMODE', 'end')
 SENT = re.compile(r"[^.!?]+[.!?]*")
