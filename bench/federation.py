@@ -20,10 +20,9 @@ Per query, interleaved, the first of the two alternating (the machine's load dri
 * federated, cold attach: a fresh ``Federation`` (N ATTACHes and their schema checks)
   plus the search, every ``--attach-every`` queries.
 
-Two settings: ``shallow`` (the judge scores the top k_shallow = 30 once: one judge
-batch, the deep pass off via rerank_threshold = -inf) and ``default`` (adaptive depth:
-the deep pass runs when the best judge score is below the threshold; with random token
-vectors it always does, so each search judges twice on both sides).
+Two settings: ``shallow`` (the judge scores the top k_shallow = 30 of the pool once:
+one judge batch, the deep pass off via rerank_threshold = -inf) and ``default`` (the
+late-interaction judge scores the whole first-stage pool, k_deep = 100, in one batch).
 
 No ground truth: time only. Writes results.json and report.md to ``--out``.
 """
@@ -263,8 +262,8 @@ def report(r: dict) -> str:
     lines += [
         "",
         "Settings: `shallow` judges the top k_shallow = 30 once (rerank_threshold = -inf: no deep pass), so a federated "
-        "search makes exactly one judge batch over the merged pool; `default` is adaptive depth, which with random token "
-        "vectors always widens to k_deep = 100 and judges the new candidates (two batches, on both sides). "
+        "search makes exactly one judge batch over the merged pool; `default` judges the whole first-stage pool of "
+        "k_deep = 100 in one batch (the late-interaction judge's threshold is +inf), on both sides. "
         "The single side is `pipeline.run(..., learn=False)` on a read-only connection (RIF on, no clusters yet: "
         "suppression is an empty join); the federated side applies no suppression.",
         "",

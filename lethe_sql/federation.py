@@ -52,6 +52,7 @@ from sqlglot import exp
 from .errors import LetheError, UsageError
 from .judges import arrow_table, ids_literal, max_per_key, token_rows
 from .pipeline import Candidate, judge_and_cut, pool_sizes
+from .prepared import statement
 from .registry import Project
 from .resources import resource_dir, sql_files
 from .settings import Settings
@@ -415,13 +416,16 @@ class Federation:
         kk = max(int(k), int(depth))
         if self._stats is None:  # fixed while attached, like the entry count
             n_t, a_t, n_c, a_c = self.con.execute(stats_sql(self.aliases)).fetchone()
-            self._stats = dict(n_text=int(n_t or 0), avgdl_text=a_t, n_ctx=int(n_c or 0), avgdl_ctx=a_c)
-        cur = self.con.execute(
-            first_stage_sql(self.aliases),
-            dict(**self._stats, q=enc.text, qvec=enc.vec_text, k=int(k), depth=kk, lim=2 * kk if s.fusion == "rrf" else kk,
-                 rrf=s.fusion == "rrf",
-                 w_bm25=float(s.w_bm25), w_ctx=float(s.w_ctx), w_dense=float(s.w_dense)),
+            self._stats = dict(n_text=int(n_t or 0), avgdl_text=None if a_t is None else float(a_t),
+                               n_ctx=int(n_c or 0), avgdl_ctx=None if a_c is None else float(a_c))
+        # prepared once per process and shape (lethe_sql.prepared): binding and optimising the
+        # union over every project is most of the statement's cost
+        stmt = statement(
+            first_stage_sql(self.aliases), (("q", "VARCHAR"), ("qvec", "FLOAT[384]")),
+            **self._stats, k=int(k), depth=kk, lim=2 * kk if s.fusion == "rrf" else kk, rrf=s.fusion == "rrf",
+            w_bm25=float(s.w_bm25), w_ctx=float(s.w_ctx), w_dense=float(s.w_dense),
         )
+        cur = stmt.execute(self.con, q=enc.text, qvec=enc.vec)
         names = [d[0] for d in cur.description]
         out = []
         for row in cur.fetchall():

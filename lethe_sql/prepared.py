@@ -60,7 +60,9 @@ def string_literal(s: str) -> str:
 
 
 def literal(value) -> str:
-    """A setting (bool, int or float) as a SQL literal; anything else is refused."""
+    """A setting (bool, int, float or None) as a SQL literal; anything else is refused."""
+    if value is None:
+        return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -89,7 +91,12 @@ class Statement:
     def __init__(self, body: str, args: list[tuple[str, str]]) -> None:
         self.args = list(args)
         cols = ", ".join(f"CAST(${i} AS {t}) AS {n}" for i, (n, t) in enumerate(self.args, 1))
-        self.sql = f"WITH args AS MATERIALIZED (SELECT {cols})\n{body}"
+        head = f"WITH args AS MATERIALIZED (SELECT {cols})"
+        rest = body.lstrip()
+        if re.match(r"WITH\s", rest, re.IGNORECASE):  # the body's own CTEs follow ours
+            self.sql = f"{head},\n{rest[4:].lstrip()}"
+        else:
+            self.sql = f"{head}\n{body}"
         self.name = "lethe_" + hashlib.sha1(self.sql.encode()).hexdigest()[:16]
 
     def execute(self, con, **values):

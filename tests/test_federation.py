@@ -117,6 +117,10 @@ def test_union_equals_one_database_holding_every_project(fed_env, embedder):
             assert [c.id for c in out.results] == [c.id for c in ref_out.results], q
             assert [round(c.judge_score, 6) for c in out.results] == [round(c.judge_score, 6) for c in ref_out.results]
             assert judge.batches == 1  # late interaction judges the whole pool in one batch
+        # the union's first stage is prepared once (lethe_sql.prepared) and DuckDB keeps its plan
+        plans = fed.con.execute("SELECT result_types IS NOT NULL FROM duckdb_prepared_statements() "
+                                "WHERE name LIKE 'lethe_%'").fetchall()
+        assert len(plans) == 2 and all(ok for (ok,) in plans)  # two shapes: 30 candidates, the judged 100
     # the rrf fusion too
     enc = encode_query(embedder, "redis session cache")
     r = s.with_(fusion="rrf")
