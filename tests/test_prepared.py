@@ -131,6 +131,15 @@ def test_statement_from_a_template():
         statement("SELECT $a, $missing", (("a", "VARCHAR"),))
 
 
+def test_a_template_with_its_own_ctes(tmp_path):
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    st = statement("WITH x AS (SELECT 2 AS a)\nSELECT a * $n, $q || '!', $none FROM x", (("q", "VARCHAR"),), n=3, none=None)
+    assert st.sql.count("WITH") == 1
+    assert st.execute(con, q="it's").fetchall() == [(6, "it's!", None)]
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "bm25", "dense"])
 def test_single_list_modes_return_the_plain_statements_rows(store, mode):
     con = store.con
