@@ -120,11 +120,12 @@ def build(workdir: Path, n_projects: int, per_project: int, seed: int, log) -> t
     projects = []
     info = {"sizes": [], "build_s": {}}
     t0 = time.perf_counter()
-    with MemoryStore(single_root, embedder=emb, settings=settings) as one:
+    # token_index=False: the stores get the bench's own seeded token index below (add_token_index)
+    with MemoryStore(single_root, embedder=emb, settings=settings, token_index=False) as one:
         for k, part in enumerate(parts):
             docs = [Document(content=i.text, created_at=i.created_at, session_id=i.session) for i in part]
             root = workdir / f"proj{k}"
-            with MemoryStore(root, embedder=emb, settings=settings) as store:
+            with MemoryStore(root, embedder=emb, settings=settings, token_index=False) as store:
                 store.put_documents(f"bench/part{k}", docs)
                 ids, texts = map(list, zip(*store.con.execute("SELECT id, text FROM entries ORDER BY id").fetchall()))
                 tbl = token_rows(ids, texts, seed)

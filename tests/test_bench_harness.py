@@ -1,6 +1,9 @@
 """Bench harness pieces: config registry, embedding cache, synthetic corpus, runner, report."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -298,3 +301,21 @@ def test_random_ingest_slices_never_split_a_session():
     assert len({s for s, _ in parts}) == len(parts) > 2
     for _, part in parts[:-1]:
         assert len(part) >= 500 and items[part[-1]].session != items[part[-1] + 1].session
+
+
+def test_federation_bench_runs_end_to_end(tmp_path):
+    """`python -m bench.federation` at toy size: both stores built (the bench's own token
+    index), both sides searched, the same top 10 (a session-11 change once broke its build)."""
+    out = tmp_path / "fed"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lethe_sql.bench.federation", "--projects", "2", "--per-project", "40", "--queries", "2",
+         "--warmup", "1", "--attach-every", "1", "--seed", "0", "--out", str(out), "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env=dict(os.environ, HOME=str(tmp_path / "home")),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads((out / "results.json").read_text())
+    assert r["n_projects"] == 2 and r["build"]["token_vectors_total"] > 0
+    for name in ("shallow", "default"):
+        c = r["measure"]["configs"][name]
+        assert c["same_top_k_as_single"] == "2/2" and c["judge_batches_per_search"] == [1]
