@@ -25,9 +25,12 @@ both sides).
 sqlglot (the query text is a quoted string literal; numbers and vectors are
 rendered from numeric values only).
 
-A plan keeps the statistics it was made with; DuckDB re-plans by itself after DDL
-(an FTS rebuild), and ``forget(con)`` drops a connection's statements after the
-store writes, so the next search plans against the new data.
+A plan keeps the statistics it was made with. DuckDB re-plans by itself after any
+catalog change (DDL: an FTS rebuild, a replaced macro) in a database the statement
+reads; every statement here reads the store's tables, so a replaced macro is never
+served from an old plan (a statement reading no table at all would be). And
+``forget(con)`` drops a connection's statements after the store writes, so the next
+search plans against the new data.
 """
 
 from __future__ import annotations

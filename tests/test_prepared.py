@@ -215,3 +215,16 @@ def test_step_and_cue_in_one_statement(store):
     for n, q in enumerate(QUERIES[:3], start=1):
         assert step_and_cue(con, vecs[q], True) == (41, n * 10) == (current_step(con), cue_of(con, vecs[q]))
         assert step_and_cue(con, vecs[q], False) == (41, 0)
+
+
+def test_a_macro_replaced_after_prepare_is_used_by_the_next_search(store):
+    # DuckDB re-plans a prepared statement when the catalog of a database it reads changes
+    # (ours all read the store's tables), so a replaced macro is not served from the old plan
+    con = store.con
+    s = Settings()
+    enc = encode_query(store.embedder, "what did Caroline say about the support group")
+    before = _as_tuples(_candidates(con, enc, 5, 5, 0, 1, s))
+    con.execute("CREATE OR REPLACE MACRO lethe_stopwords() AS ['caroline', 'support', 'group', 'say']")
+    after = _as_tuples(_candidates(con, enc, 5, 5, 0, 1, s))
+    assert after != before
+    assert after == _plain(con, enc, 5, 5, 0, 1, s)
