@@ -11,32 +11,30 @@ every ``EXECUTE`` when
   two places is two occurrences), or
 * an argument's type differs from the type inferred at ``PREPARE``.
 
-So each statement here takes its arguments once, in a one-row CTE that casts each
-to its type, and the macro reads them from there as scalar subqueries; the
-``EXECUTE`` casts every argument to the same type. Settings (pool sizes, weights,
-``rrf``) are literals of the prepared text, so DuckDB folds them as before; one
-statement is prepared per distinct shape. ``tests/test_prepared.py`` checks the
-results equal the plain statement's, and that DuckDB keeps the plan
-(``duckdb_prepared_statements().result_types`` is NULL for a statement it must
-re-plan on every call; the type rule is kept by construction: the same casts on
-both sides).
-
-``EXECUTE`` takes no bound parameters, so its arguments are SQL literals, built by
-sqlglot (the query text is a quoted string literal; numbers and vectors are
-rendered from numeric values only).
+And ``EXECUTE`` takes no bound parameters, only literals. So a statement here takes
+no parameters at all: its arguments live in a one-row temporary table of typed
+columns (``temp.lethe_args_<hash>``), written with bound parameters by one
+``UPDATE`` before each ``EXECUTE`` (~0.5 ms), and read by the statement through a
+CTE (``args``) as scalar subqueries. No user text is ever spliced into SQL. Settings
+(pool sizes, weights, ``rrf``) are numeric literals of the prepared text, so DuckDB
+folds them as before; one statement is prepared per distinct shape.
+``tests/test_prepared.py`` checks the results equal the plain statement's, and that
+DuckDB keeps the plan (``duckdb_prepared_statements().result_types`` is NULL for a
+statement it must re-plan on every call).
 
 A plan keeps the statistics it was made with. DuckDB re-plans by itself after any
-catalog change (DDL: an FTS rebuild, a replaced macro) in a database the statement
-reads; every statement here reads the store's tables, so a replaced macro is never
-served from an old plan (a statement reading no table at all would be). And
-``forget(con)`` drops a connection's statements after the store writes, so the next
-search plans against the new data.
+catalog change (DDL: an FTS rebuild, a replaced macro, a temporary table created) in
+a database the statement reads; every statement here reads the store's tables, so a
+replaced macro is never served from an old plan (a statement reading no table at all
+would be). And ``forget(con)`` drops a connection's statements after the store
+writes, so the next search plans against the new data.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 import weakref
 
@@ -44,80 +42,78 @@ import duckdb
 
 from .vectors import vec_literal
 
-DIALECT = "duckdb"
-
 #: connection -> names of the statements prepared on it
 _PREPARED: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
 
 
-def _exp():
-    # sqlglot costs ~40 ms to import: only a process that searches pays it (`lethe add` does not)
-    from sqlglot import exp
-
-    return exp
-
-
-def string_literal(s: str) -> str:
-    """``s`` as a DuckDB string literal (sqlglot quotes it)."""
-    return _exp().Literal.string(str(s)).sql(dialect=DIALECT)
-
-
 def literal(value) -> str:
-    """A setting (bool, int, float or None) as a SQL literal; anything else is refused."""
+    """A setting (bool, int, float or None) as a SQL literal, rendered from the number
+    itself; anything else (text above all) is refused."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return _exp().Literal.number(int(value)).sql(dialect=DIALECT)
+        return str(int(value)) if value >= 0 else f"({int(value)})"
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if not math.isfinite(value):
             raise ValueError(f"not a finite number: {value!r}")
-        return _exp().Literal.number(repr(value)).sql(dialect=DIALECT)
+        return f"CAST({float(value)!r} AS DOUBLE)"  # a bare 0.005 would be a DECIMAL
     raise TypeError(f"not a setting literal: {value!r}")
 
 
-def _value(value, sql_type: str) -> str:
-    """An argument as a literal of its SQL type (the query text quoted by sqlglot, a
-    vector rendered from its float values)."""
-    if sql_type == "VARCHAR":
-        return string_literal(value)
+def _param(value, sql_type: str):
+    """An argument as the Python value bound for it (vectors travel as text: binding a
+    FLOAT[384] list costs ~85 ms, its text ~1 ms; lethe_sql.vectors)."""
     if sql_type.startswith("FLOAT["):
-        return string_literal(vec_literal(value))
-    return literal(value)
+        return vec_literal(value)
+    if sql_type == "INTEGER[]":
+        return "[" + ",".join(str(int(x)) for x in value) + "]"
+    return value
 
 
 class Statement:
-    """A statement with typed arguments, each bound once: ``body`` reads them as
-    ``(SELECT <name> FROM args)``; ``args`` is [(name, SQL type)]."""
+    """A statement with typed arguments: ``body`` reads them as ``(SELECT <name> FROM
+    args)``; ``args`` is [(name, SQL type)]."""
 
     def __init__(self, body: str, args: list[tuple[str, str]]) -> None:
         self.args = list(args)
-        cols = ", ".join(f"CAST(${i} AS {t}) AS {n}" for i, (n, t) in enumerate(self.args, 1))
-        head = f"WITH args AS MATERIALIZED (SELECT {cols})"
+        digest = hashlib.sha1((body + repr(self.args)).encode()).hexdigest()[:16]
+        self.name = f"lethe_{digest}"
+        self.table = f"lethe_args_{digest}"
+        head = f"WITH args AS MATERIALIZED (SELECT * FROM temp.main.{self.table})"
         rest = body.lstrip()
         if re.match(r"WITH\s", rest, re.IGNORECASE):  # the body's own CTEs follow ours
             self.sql = f"{head},\n{rest[4:].lstrip()}"
         else:
             self.sql = f"{head}\n{body}"
-        self.name = "lethe_" + hashlib.sha1(self.sql.encode()).hexdigest()[:16]
+        self._set = (f"UPDATE temp.main.{self.table} SET "
+                     + ", ".join(f"{n} = CAST(? AS {t})" for n, t in self.args))
 
     def execute(self, con, **values):
         """Run with the arguments' Python values (str, a vector, int). Prepares the
-        statement on ``con`` the first time."""
+        statement (and its arguments table) on ``con`` the first time."""
         names = _PREPARED.setdefault(con, set())
         if self.name not in names:
             self._prepare(con, names)
-        call = f"EXECUTE {self.name}(" + ", ".join(f"CAST({_value(values[n], t)} AS {t})" for n, t in self.args) + ")"
+        params = [_param(values[n], t) for n, t in self.args]
         try:
-            return con.execute(call)
-        except duckdb.BinderException as e:  # dropped behind our back (DEALLOCATE): prepare again
-            if f'"{self.name}" does not exist' not in str(e):
+            con.execute(self._set, params)
+            return con.execute(f"EXECUTE {self.name}")
+        except (duckdb.BinderException, duckdb.CatalogException) as e:
+            # the statement or its table dropped behind our back (DEALLOCATE): set up again
+            if self.name not in str(e) and self.table not in str(e):
                 raise
             self._prepare(con, names)
-            return con.execute(call)
+            con.execute(self._set, params)
+            return con.execute(f"EXECUTE {self.name}")
 
     def _prepare(self, con, names: set) -> None:
+        cols = ", ".join(f"{n} {t}" for n, t in self.args)
+        con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {self.table} ({cols})")
+        if con.execute(f"SELECT count(*) FROM temp.main.{self.table}").fetchone()[0] != 1:
+            con.execute(f"DELETE FROM temp.main.{self.table}")
+            con.execute(f"INSERT INTO temp.main.{self.table} DEFAULT VALUES")
         con.execute(f"PREPARE {self.name} AS {self.sql}")
         names.add(self.name)
 

@@ -10,7 +10,7 @@ from lethe_sql import MemoryStore
 from lethe_sql.judges import encode_query
 from lethe_sql.markdown import Document
 from lethe_sql.pipeline import CANDIDATES_SQL, _candidates, candidate_params
-from lethe_sql.prepared import Statement, literal, statement, string_literal
+from lethe_sql.prepared import Statement, literal, statement
 from lethe_sql.search import run_search, search_sql
 from lethe_sql.vectors import vec_literal
 from lethe_sql.settings import Settings
@@ -105,9 +105,9 @@ def test_the_first_stage_is_planned_once_per_shape(store):
     assert dict(_prepared(con))["lethe_naive"] is False
 
 
-def test_statement_arguments_each_occur_once():
+def test_statements_take_no_parameters_and_splice_no_text():
     st = Statement("SELECT (SELECT a FROM args), (SELECT b FROM args)", [("a", "VARCHAR"), ("b", "BIGINT")])
-    assert st.sql.count("$1") == 1 and st.sql.count("$2") == 1 and "$3" not in st.sql
+    assert "$" not in st.sql and "?" not in st.sql  # nothing for DuckDB to re-plan on, nothing spliced
     assert st.name.startswith("lethe_") and st.name == Statement(st.sql[st.sql.index("\n") + 1:], st.args).name
 
 
@@ -125,7 +125,7 @@ def test_a_statement_dropped_behind_our_back_is_prepared_again(store):
 
 def test_statement_from_a_template():
     st = statement("SELECT $a || 'x', (SELECT $b), $a, $n LIMIT $n", (("a", "VARCHAR"), ("b", "BIGINT")), n=3)
-    assert st.sql.count("$1") == 1 and st.sql.count("$2") == 1 and "$a" not in st.sql and "LIMIT 3" in st.sql
+    assert "$" not in st.sql and st.sql.count("(SELECT a FROM args)") == 2 and "LIMIT 3" in st.sql
     assert statement("SELECT $a, $n", (("a", "VARCHAR"),), n=3) is statement("SELECT $a, $n", (("a", "VARCHAR"),), n=3)
     with pytest.raises(KeyError):
         statement("SELECT $a, $missing", (("a", "VARCHAR"),))
@@ -185,7 +185,8 @@ HOSTILE = [
 @pytest.mark.parametrize("text", HOSTILE)
 def test_query_text_reaches_duckdb_unchanged(store, text):
     con = store.con
-    assert con.execute(f"SELECT {string_literal(text)}").fetchone()[0] == text
+    echo = statement("SELECT $q AS q, count(*) AS n FROM entries", (("q", "VARCHAR"),))
+    assert echo.execute(con, q=text).fetchone()[0] == text
     n = con.execute("SELECT count(*) FROM entries").fetchone()[0]
     enc = encode_query(store.embedder, text)
     s = Settings()
@@ -193,9 +194,14 @@ def test_query_text_reaches_duckdb_unchanged(store, text):
     assert con.execute("SELECT count(*) FROM entries").fetchone()[0] == n
 
 
-def test_setting_literals():
-    assert literal(True) == "true" and literal(False) == "false"
-    assert literal(30) == "30" and float(literal(0.005)) == 0.005 and float(literal(-1e-07)) == -1e-07
+def test_setting_literals(tmp_path):
+    import duckdb
+
+    assert literal(True) == "true" and literal(False) == "false" and literal(None) == "NULL"
+    con = duckdb.connect(str(tmp_path / "l.duckdb"))
+    for v in (30, -4, 0.005, -1e-07, 1e300, -0.25):
+        got, kind = con.execute(f"SELECT 5 - {literal(v)}, typeof({literal(v)})").fetchone()
+        assert got == 5 - v and kind == ("DOUBLE" if isinstance(v, float) else "INTEGER")
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError):
             literal(bad)
@@ -228,3 +234,21 @@ def test_a_macro_replaced_after_prepare_is_used_by_the_next_search(store):
     after = _as_tuples(_candidates(con, enc, 5, 5, 0, 1, s))
     assert after != before
     assert after == _plain(con, enc, 5, 5, 0, 1, s)
+
+
+def test_a_search_process_never_imports_sqlglot(store):
+    """sqlglot costs ~100 ms to import and first use: a search (every agent prompt's hook
+    runs one in a fresh process) needs no SQL builder, its statements take no literals."""
+    import subprocess
+    import sys
+
+    root = store.root
+    store.close()
+    code = (
+        "import sys; from lethe_sql import MemoryStore\n"
+        f"s = MemoryStore({str(root)!r}, read_only=True)\n"
+        "hits = s.search('support group') + s.search('camping', mode='hybrid')\n"
+        "print(len(hits), 'sqlglot' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert int(out[0]) > 0 and out[1] == "False"
