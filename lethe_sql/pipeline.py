@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from .cues import analyze
 from .judges import QueryEncoding, sigmoid
-from .learn import maybe_refit, step_and_cue, update
+from .learn import cue_of, current_step, maybe_refit, update
 from .prepared import statement
 from .settings import Settings
 
@@ -122,8 +122,8 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     rif = bool(settings.rif and judge is not None)
     if settings.rif and judge is None:
         notes.append("RIF off: no judge to learn from")
-    step, cue = step_and_cue(con, enc.vec, rif)
-    step += 1
+    step = current_step(con) + 1
+    cue = cue_of(con, enc.vec) if rif else 0
     shallow_k, fetch_k, depth = pool_sizes(settings, judge)
     pool = _candidates(con, enc, fetch_k, depth, cue, step, settings)
     timings["first_stage"] = (time.perf_counter() - t0) * 1000

@@ -209,20 +209,6 @@ def test_setting_literals(tmp_path):
         literal("1; DROP TABLE entries")
 
 
-def test_step_and_cue_in_one_statement(store):
-    from lethe_sql.learn import cue_of, current_step, step_and_cue
-
-    con = store.con
-    vecs = {q: store.embed_query(q) for q in QUERIES}
-    assert step_and_cue(con, vecs[QUERIES[0]], True) == (current_step(con), 0)  # no centroids yet: cue 0
-    for n, q in enumerate(QUERIES[:3], start=1):  # one centroid per query: each query's cue is its own
-        con.execute("INSERT INTO rif_centroids VALUES (?, ?, 1, 1)", [n * 10, vecs[q].tolist()])
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('search_step', '41')")
-    for n, q in enumerate(QUERIES[:3], start=1):
-        assert step_and_cue(con, vecs[q], True) == (41, n * 10) == (current_step(con), cue_of(con, vecs[q]))
-        assert step_and_cue(con, vecs[q], False) == (41, 0)
-
-
 def test_a_macro_replaced_after_prepare_is_used_by_the_next_search(store):
     # DuckDB re-plans a prepared statement when the catalog of a database it reads changes
     # (ours all read the store's tables), so a replaced macro is not served from the old plan
