@@ -121,6 +121,10 @@ def test_a_statement_dropped_behind_our_back_is_prepared_again(store):
     assert _prepared(con) == []
     assert _as_tuples(_candidates(con, enc, 5, 5, 0, 1, s)) == first
     assert [n for n, _ in _prepared(con)] == [name]
+    # its arguments table too
+    table = name.replace("lethe_", "lethe_args_", 1)
+    con.execute(f"DROP TABLE temp.main.{table}")
+    assert _as_tuples(_candidates(con, enc, 5, 5, 0, 1, s)) == first
 
 
 def test_statement_from_a_template():
