@@ -50,7 +50,7 @@ import sqlglot
 from sqlglot import exp
 
 from .errors import LetheError, UsageError
-from .judges import arrow_table, ids_literal, max_per_key, token_rows
+from .judges import ids_literal, key_codes, max_per_key, token_rows
 from .pipeline import Candidate, judge_and_cut, pool_sizes
 from .prepared import statement
 from .registry import Project
@@ -456,7 +456,7 @@ class Federation:
             by.setdefault(p, []).append(i)
         aliases = tuple(a for a in self.aliases if a in by)
         params = {f"ids_{n}": ids_literal(by[a]) for n, a in enumerate(aliases)}
-        tbl = arrow_table(self.con.execute(tokens_sql(aliases), params))
+        tbl = self.con.execute(tokens_sql(aliases), params).to_arrow_table()
         if idf:
             if self._n_entries is None:
                 self._n_entries = int(self.con.execute(entries_count_sql(self.aliases)).fetchone()[0] or 0)
@@ -470,13 +470,13 @@ class Federation:
             w = np.ones(len(enc.tok_ids), dtype=np.float64)
         if tbl.num_rows == 0:
             return out
-        # (project number, id) as one key; numbers index ``aliases``
-        keys = np.asarray([f"{n}:{i}" for n, i in zip(tbl.column("project").to_pylist(), tbl.column("id").to_pylist())],
-                          dtype=object)
+        # (project number, id code) as one integer key, as LateInteractionJudge groups ids
+        codes, names = key_codes(tbl.column("id"))
+        keys = tbl.column("project").to_numpy().astype(np.int64) * len(names) + codes
         uniq, best = max_per_key(keys, token_rows(tbl), enc.tok_vecs)
         for k, sc in zip(uniq, best @ w / w.sum()):
-            n, i = str(k).split(":", 1)
-            out[(aliases[int(n)], i)] = float(sc)
+            n, i = divmod(int(k), len(names))
+            out[(aliases[n], names[i])] = float(sc)
         return out
 
 

@@ -73,13 +73,6 @@ def _zscore(x: np.ndarray, eps: float = 1e-9) -> np.ndarray:
     return (x - x.mean()) / sd if sd > eps else np.zeros_like(x)
 
 
-def arrow_table(cur):
-    """A result as one pyarrow Table. ``to_arrow_table`` rather than ``arrow()``: reading
-    the RecordBatchReader that ``arrow()`` returns cost ~1.5 ms more for a pool's ~4,000
-    token rows."""
-    return cur.to_arrow_table()
-
-
 def key_codes(column) -> tuple[np.ndarray, list]:
     """An Arrow string column as (integer codes, distinct values): ``max_per_key`` groups
     integers about twice as fast as Python strings."""
@@ -142,11 +135,12 @@ class LateInteractionJudge:
         if not ids or len(enc.tok_ids) == 0:
             return {i: 0.0 for i in ids}
         # No ORDER BY: sorting the rows with their 384-byte vectors cost 6 ms of 7 for a
-        # 100-entry pool; max_per_key groups them in numpy instead.
-        tbl = arrow_table(con.execute(
+        # 100-entry pool; max_per_key groups them in numpy instead. to_arrow_table, not
+        # arrow(): reading its RecordBatchReader cost ~1.5 ms more for ~4,000 rows.
+        tbl = con.execute(
             "SELECT id, v, scale FROM token_vectors WHERE list_contains(CAST(? AS VARCHAR[]), id)",
             [ids_literal(ids)],
-        ))
+        ).to_arrow_table()
         w = self.weights(con, enc)
         out = {i: 0.0 for i in ids}
         if tbl.num_rows == 0:
