@@ -97,9 +97,10 @@ class Outcome:
 CANDIDATE_ARGS = (("q", "VARCHAR"), ("qvec", "FLOAT[384]"), ("cue", "INTEGER"), ("step", "BIGINT"))
 
 
-def candidate_params(k: int, depth: int, cue: int, step: int, s: Settings) -> dict:
-    """The settings-derived arguments of ``CANDIDATES_SQL`` (all but the query and its vector)."""
-    return dict(k=int(k), depth=int(depth), cue=int(cue), step=int(step),
+def candidate_shape(k: int, depth: int, s: Settings) -> dict:
+    """The parameters of ``CANDIDATES_SQL`` that are not ``CANDIDATE_ARGS``: pool sizes and
+    settings, literals of the prepared statement (one statement per shape)."""
+    return dict(k=int(k), depth=int(depth),
                 alpha=float(s.rif_alpha) if s.rif else 0.0, decay=float(s.rif_lambda),
                 rrf=s.fusion == "rrf", w_bm25=float(s.w_bm25), w_ctx=float(s.w_ctx), w_dense=float(s.w_dense))
 
@@ -107,9 +108,8 @@ def candidate_params(k: int, depth: int, cue: int, step: int, s: Settings) -> di
 def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int, s: Settings) -> list[Candidate]:
     """The first stage: ``CANDIDATES_SQL``, run as a prepared statement (the same rows;
     tests/test_prepared.py)."""
-    p = candidate_params(k, depth, cue, step, s)
-    stmt = statement(CANDIDATES_SQL, CANDIDATE_ARGS, **{n: v for n, v in p.items() if n not in ("cue", "step")})
-    cur = stmt.execute(con, q=enc.text, qvec=enc.vec, cue=p["cue"], step=p["step"])
+    stmt = statement(CANDIDATES_SQL, CANDIDATE_ARGS, **candidate_shape(k, depth, s))
+    cur = stmt.execute(con, q=enc.text, qvec=enc.vec, cue=int(cue), step=int(step))
     names = [d[0] for d in cur.description]
     return [Candidate.from_row(dict(zip(names, row))) for row in cur.fetchall()]
 

@@ -9,7 +9,7 @@ import pytest
 from lethe_sql import MemoryStore
 from lethe_sql.judges import encode_query
 from lethe_sql.markdown import Document
-from lethe_sql.pipeline import CANDIDATES_SQL, _candidates, candidate_params
+from lethe_sql.pipeline import CANDIDATES_SQL, _candidates, candidate_shape
 from lethe_sql.prepared import Statement, literal, statement
 from lethe_sql.search import run_search, search_sql
 from lethe_sql.vectors import vec_literal
@@ -46,7 +46,7 @@ def _prepared(con) -> list[tuple]:
 
 def _plain(con, enc, k, depth, cue, step, s) -> list[tuple]:
     """The plain (unprepared) statement's rows, as ``_as_tuples`` lays them out."""
-    cur = con.execute(CANDIDATES_SQL, dict(q=enc.text, qvec=enc.vec_text, **candidate_params(k, depth, cue, step, s)))
+    cur = con.execute(CANDIDATES_SQL, dict(q=enc.text, qvec=enc.vec_text, cue=cue, step=step, **candidate_shape(k, depth, s)))
     names = [d[0] for d in cur.description]
     out = []
     for r in cur.fetchall():
