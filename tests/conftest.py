@@ -36,6 +36,36 @@ def project(tmp_path, embedder):
     store.close()
 
 
+#: A short two-speaker conversation in three sessions (LoCoMo-like turns), for the tests
+#: of the first stage, the blend and the prepared statements.
+CONVERSATION = [
+    ("s1", "Caroline: I went to the LGBTQ support group yesterday"),
+    ("s1", "Melanie: That sounds powerful, how did it feel?"),
+    ("s1", "Caroline: It felt like home, everyone shared their stories"),
+    ("s1", "Melanie: I am so glad you found them"),
+    ("s2", "Melanie: We went camping at the lake with the kids"),
+    ("s2", "Caroline: Did they enjoy the campfire?"),
+    ("s2", "Melanie: They roasted marshmallows all night"),
+    ("s3", "Caroline: I am researching adoption agencies"),
+    ("s3", "Melanie: Which agencies are you looking at?"),
+    ("s3", "Caroline: One that supports LGBTQ parents"),
+    ("s3", "Melanie: Painting helps me relax after work"),
+    ("s3", "Caroline: I should try painting sometime"),
+]
+
+
+@pytest.fixture()
+def conversation(tmp_path, embedder):
+    """A store holding ``CONVERSATION``, one entry per turn, sessions as given."""
+    from lethe_sql import MemoryStore
+    from lethe_sql.markdown import Document
+
+    store = MemoryStore(tmp_path / "p", embedder=embedder)
+    store.put_documents("conv", [Document(content=t, session_id=sid) for sid, t in CONVERSATION])
+    yield store
+    store.close()
+
+
 @pytest.fixture()
 def cli_env(tmp_path):
     """Environment for `lethe` subprocesses: no network, a private home and cache."""

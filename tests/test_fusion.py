@@ -11,30 +11,13 @@ from lethe_sql.markdown import Document
 from lethe_sql.settings import Settings
 from lethe_sql.vectors import vec_literal
 
-TURNS = [
-    ("s1", "Caroline: I went to the LGBTQ support group yesterday"),
-    ("s1", "Melanie: That sounds powerful, how did it feel?"),
-    ("s1", "Caroline: It felt like home, everyone shared their stories"),
-    ("s1", "Melanie: I am so glad you found them"),
-    ("s2", "Melanie: We went camping at the lake with the kids"),
-    ("s2", "Caroline: Did they enjoy the campfire?"),
-    ("s2", "Melanie: They roasted marshmallows all night"),
-    ("s3", "Caroline: I am researching adoption agencies"),
-    ("s3", "Melanie: Which agencies are you looking at?"),
-    ("s3", "Caroline: One that supports LGBTQ parents"),
-    ("s3", "Melanie: Painting helps me relax after work"),
-    ("s3", "Caroline: I should try painting sometime"),
-]
 QUERY = "what did Caroline say about the support group"
 CONTENT = "caroline say support group"  # QUERY without its stopwords: what lethe_fused's BM25 lists get
 
 
 @pytest.fixture()
-def store(tmp_path, embedder):
-    s = MemoryStore(tmp_path / "p", embedder=embedder)
-    s.put_documents("conv", [Document(content=t, session_id=sid) for sid, t in TURNS])
-    yield s
-    s.close()
+def store(conversation):
+    return conversation
 
 
 def _z(x):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from lethe_sql import MemoryStore
 from lethe_sql.judges import encode_query
 from lethe_sql.markdown import Document
 from lethe_sql.pipeline import CANDIDATES_SQL, _candidates, candidate_shape
@@ -15,27 +14,12 @@ from lethe_sql.search import run_search, search_sql
 from lethe_sql.vectors import vec_literal
 from lethe_sql.settings import Settings
 
-TURNS = [
-    ("s1", "Caroline: I went to the LGBTQ support group yesterday"),
-    ("s1", "Melanie: That sounds powerful, how did it feel?"),
-    ("s1", "Caroline: It felt like home, everyone shared their stories"),
-    ("s2", "Melanie: We went camping at the lake with the kids"),
-    ("s2", "Caroline: Did they enjoy the campfire?"),
-    ("s2", "Melanie: They roasted marshmallows all night"),
-    ("s3", "Caroline: I am researching adoption agencies"),
-    ("s3", "Melanie: Which agencies are you looking at?"),
-    ("s3", "Caroline: One that supports LGBTQ parents"),
-    ("s3", "Melanie: Painting helps me relax after work"),
-]
 QUERIES = ["what did Caroline say about the support group", "camping with the kids", "adoption", "zzz unknownword"]
 
 
 @pytest.fixture()
-def store(tmp_path, embedder):
-    s = MemoryStore(tmp_path / "p", embedder=embedder)
-    s.put_documents("conv", [Document(content=t, session_id=sid) for sid, t in TURNS])
-    yield s
-    s.close()
+def store(conversation):
+    return conversation
 
 
 def _prepared(con) -> list[tuple]:
