@@ -10,20 +10,15 @@ import os, sys, datetime as dt
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent)); sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from full import *
-from lethe_sql.cues import analyze, signals
 LOGLEN = np.log1p(D['tend'] - D['tstart']).astype(float)
 SESS = D['session']; POS = D['position']
-def base(q, F, pool, ms):
-    cu = analyze(q['text'])
-    cue = np.array([1.5*s['time'] + 2.0*s['date'] for s in (signals(cu, texts[c], None if np.isnan(D['date'][c]) else dt.datetime.utcfromtimestamp(D['date'][c])) for c in pool)])
-    return z(ms) + .5*z(F['ctx'][pool]) - .25*z(F['bm25'][pool]) + cue
 def nbr_ms(pool, ms):
     # best MaxSim among the entry's session neighbours (position +-1) that are in the pool
     where = {(SESS[c], POS[c]): m for c, m in zip(pool, ms)}
     return np.array([max(where.get((SESS[c], POS[c]-1), -1), where.get((SESS[c], POS[c]+1), -1)) for c in pool])
 def rank(q, F, variant, x):
     pool = fs_full(q, 100, F)[:100]; ms = maxsim(D, q, pool)
-    s = base(q, F, pool, ms)
+    s = default_blend(q, F, pool, ms)
     if variant == 'len': s = s + x * z(LOGLEN[pool])
     elif variant == 'dense': s = s + x * z(F['cos'][pool])
     elif variant == 'nbr':

@@ -4,7 +4,6 @@ ALL = D['queries']
 import os
 QSTOP = os.environ.get('QSTOP') == '1'
 F = feats(BM(texts), BM(ctxs), ALL)
-SW = frozenset("a an the and or but if of to in on at by for with from as is are was were be been being am do does did has have had having i me my we our you your he him his she her it its they them their what which who whom whose when where why how this that these those there here not no so than too very can could will would should may might must just about into over after before up down out off again then once all any both each few more most other some such only own same s t don now".split())
 n = D['n_entries']; sess = D['session']; pos = D['position']; E = D['emb']
 from collections import defaultdict
 bys = defaultdict(dict)
@@ -19,17 +18,15 @@ for i in range(n):
     V[i] = v / np.linalg.norm(v)
 isq = np.array([t.rstrip().endswith('?') for t in texts], float)
 ln = np.log1p(np.array([len(tok.findall(t)) for t in texts], float))
-TIME = re.compile(r"\b(yesterday|today|tonight|tomorrow|last|next|ago|week|weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|august|september|october|november|december|\d{4}|recently|morning|evening|night|since|soon|summer|winter|spring|fall)\b", re.I)
-hast = np.array([bool(TIME.search(t)) for t in texts], float)
+from lethe_sql.cues import states_time
+hast = np.array([states_time(t) for t in texts], float)
 S = sorted(set(sess)); si = {s: i for i, s in enumerate(S)}; e2s = np.array([si[s] for s in sess])
 stexts = [''] * len(S)
 for i, t in enumerate(texts): stexts[e2s[i]] += '\n' + t
 bs = BM(stexts); bstop = BM(ctxs, stop=SW)
-if QSTOP:
-    bq1, bq2 = BM(texts), BM(ctxs)
+if QSTOP:  # the product's query side (full.F_of)
     for q in ALL:
-        qq = ' '.join(t for t in tok.findall(q['text'].lower()) if t not in SW) or q['text']
-        F[q['qid']]['bm25'] = bq1.scores(qq); F[q['qid']]['ctx'] = bq2.scores(qq)
+        Fq = F_of(q); F[q['qid']]['bm25'] = Fq['bm25']; F[q['qid']]['ctx'] = Fq['ctx']
 def msctx(q, pool, disc=0.7):
     qt = q['tok_vecs']; w = q['w']; out = []
     for c in pool:

@@ -66,3 +66,13 @@ def F_of(q):
         _BQ.extend([BM(texts), BM(ctxs)])
     qq = ' '.join(t for t in tok.findall(q['text'].lower()) if t not in SW) or q['text']
     return dict(bm25=_BQ[0].scores(qq), ctx=_BQ[1].scores(qq), cos=D['emb'] @ q['vec'])
+
+def default_blend(q, F, pool, ms):
+    """The product's late-interaction blend over ``pool`` (Settings.blend_*: MaxSim 1, context
+    BM25 .5, BM25 -.25, time cue 1.5, date cue 2), before dividing by the z weights' sum."""
+    import datetime as dt
+    from lethe_sql.cues import analyze, signals
+    cu = analyze(q['text'])
+    when = lambda c: None if np.isnan(D['date'][c]) else dt.datetime.utcfromtimestamp(D['date'][c])
+    cue = np.array([1.5*s['time'] + 2.0*s['date'] for s in (signals(cu, texts[c], when(c)) for c in pool)])
+    return z(ms) + .5*z(F['ctx'][pool]) - .25*z(F['bm25'][pool]) + cue

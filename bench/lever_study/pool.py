@@ -15,7 +15,6 @@ import os, sys, datetime as dt
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent)); sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from full import *
-from lethe_sql.cues import analyze, signals
 import re
 QW = float(os.environ.get('QW', '0')); QMODE = os.environ.get('QMODE', 'end')
 SENT = re.compile(r"[^.!?]+[.!?]*")
@@ -28,9 +27,7 @@ ISQ = None
 def blend(q, F, pool, ms):
     global ISQ
     if ISQ is None: ISQ = np.array([qonly(t) for t in texts], float)
-    cu = analyze(q['text'])
-    cue = np.array([1.5*s['time'] + 2.0*s['date'] for s in (signals(cu, texts[c], None if np.isnan(D['date'][c]) else dt.datetime.utcfromtimestamp(D['date'][c])) for c in pool)])
-    return (z(ms) + .5*z(F['ctx'][pool]) - .25*z(F['bm25'][pool]) + cue + QW*ISQ[pool]) / 1.75
+    return (default_blend(q, F, pool, ms) + QW*ISQ[pool]) / 1.75
 def rank(q, F, mode, thr=.55):
     if mode == 'A':
         pool = fs_full(q, 30, F)[:30]; ms = maxsim(D, q, pool)

@@ -9,6 +9,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE)); sys.path.insert(0, str(HERE.parents[1]))
 exec(open(HERE / 'pool.py').read().split("half = sys.argv[1]")[0])
+from lethe_sql.cues import analyze, signals
 qs = H['tune']
 rows = []
 for q in qs:
