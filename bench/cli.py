@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic")
+DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic", "updates")
 DEFAULT_CONFIGS = ("bm25", "dense", "hybrid")
 LEARNING_PROTOCOLS = ("prequential", "split")
 DEFAULT_PROTOCOL = {"locomo": "turn-global", "longmemeval": "turn-global", "nfcorpus": "beir", "beir": "beir",
@@ -156,11 +156,18 @@ def bench_command(
         False, "--model-throughput", help="synthetic: also time the bare model on the same texts (use with --no-cache)."
     ),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where the temporary databases go (default: system temp)."),
+    projects: Optional[str] = typer.Option(None, "--projects", help="updates: only these projects (comma-separated ids)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
 ) -> None:
-    """Benchmark retrieval quality and latency on a data set, through the user code path."""
+    """Benchmark retrieval quality and latency on a data set, through the user code path.
+
+    `updates PATH` scores memory that stays true on dated update chains (bench/updates.py):
+    cur@1, cur_first, stale@1, past@5, static@5, configs default and default-norevisions
+    (and hybrid, bm25); --projects p01,p02 picks projects."""
     from lethe_sql.errors import LetheError, UsageError
 
+    if dataset.lower() == "updates":
+        return _updates(path, config, projects, seed, out, json_out, workdir, quiet)
     try:
         result, per_query = _run(**locals())
     except LetheError as exc:
@@ -179,6 +186,33 @@ def bench_command(
         typer.echo(json.dumps(result, indent=2, ensure_ascii=False, default=str))
     else:
         typer.echo(_summary(result))
+
+
+def _updates(path, config, projects, seed, out, json_out, workdir, quiet) -> None:
+    from lethe_sql.errors import LetheError
+
+    from . import updates
+
+    names = list(config or ("default", "default-norevisions"))
+    picked = [p.strip() for p in projects.split(",") if p.strip()] if projects else None
+    command = _canonical_command("updates", path, names, {"--projects": projects, "--seed": seed or None,
+                                                          "--out": out, "--json": json_out})
+    log = (lambda m: None) if quiet else (lambda m: typer.echo(m, err=True))
+    try:
+        result, per_query = updates.run(Path(path), names, projects=picked, seed=seed, workdir=workdir, log=log)
+    except LetheError as exc:
+        typer.echo(f"lethe: error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    result["command"] = command
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+        (out / "per_query.json").write_text(json.dumps(per_query, separators=(",", ":")) + "\n")
+        (out / "report.md").write_text(updates.markdown(result, command))
+    if json_out:
+        typer.echo(json.dumps(result, indent=2, default=str))
+    else:
+        typer.echo(updates.markdown(result, command))
 
 
 def _run(**kw):

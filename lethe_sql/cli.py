@@ -142,18 +142,27 @@ def init(json_out: bool = typer.Option(False, "--json", help="Print the result a
 def add(
     text: str = typer.Argument(..., help="The memory to write; '-' reads it from standard input."),
     heading: Optional[str] = typer.Option(None, "--heading", help="Words to put after the timestamp heading."),
+    supersedes: Optional[List[str]] = typer.Option(
+        None, "--supersedes", metavar="ID",
+        help="A memory this one replaces (repeat for several); the old one stays findable as history.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Append a timestamped section to today's memory file and index it."""
+    """Append a timestamped section to today's memory file and index it.
+
+    Prints what happened: `added ID`, `added ID (revises OLD)` when it replaces an older
+    memory (declared with --supersedes, or detected), or `duplicate of ID` when a memory
+    with the same words exists (then nothing new is written)."""
     with _errors():
         if text == "-":
             text = sys.stdin.read()
         with _store() as store:
-            entry_id, redacted = store.add_counted(text, heading=heading)
+            result = store.add_memory(text, heading=heading, supersedes=supersedes or ())
         if json_out:
-            _print_json({"id": entry_id, "redacted": redacted})
+            _print_json(result.as_dict())
         else:
-            typer.echo(f"added {entry_id}" + (f" ({redacted} secret(s)/private span(s) left out)" if redacted else ""))
+            r = result.redacted
+            typer.echo(result.message() + (f" ({r} secret(s)/private span(s) left out)" if r else ""))
 
 
 @app.command()
@@ -180,8 +189,11 @@ def index(
                 f"{report.files_removed} removed, {report.files_skipped} skipped: "
                 f"+{report.entries_added} -{report.entries_removed} entries, "
                 f"{report.entries_total} in total ({report.seconds:.2f} s)"
-                + (f"; {report.entries_absorbed} near-duplicate(s) absorbed (lethe dedupe --list)"
+                + (f"; {report.entries_absorbed} duplicate(s) absorbed (lethe dedupe --list)"
                    if report.entries_absorbed else "")
+                + (f"; {report.revisions_detected} revision(s) detected" if report.revisions_detected else "")
+                + (f"; {report.entries_restored} memories an older near-duplicate rule had merged are back"
+                   if report.entries_restored else "")
                 + (f"; {report.redacted} secret(s)/private span(s) kept out of the index" if report.redacted else "")
             )
 
@@ -239,6 +251,8 @@ def search(
                         "reranked": h.reranked,
                         "judge": h.judge,
                         "note": _rerank_note(h.judge),
+                        "superseded_by": list(h.superseded_by),
+                        "superseded_at": h.superseded_at.isoformat() if h.superseded_at else None,
                     }
                     for h in hits
                 ]
@@ -252,8 +266,16 @@ def search(
             if h.heading:
                 where += f" › {h.heading}"
             typer.echo(f"{h.rank:>2}. [{h.score:.4f}] {where}  ({h.id})")
+            if h.superseded_by:
+                typer.echo(f"    {superseded_note(h.superseded_by, h.superseded_at)}")
             typer.echo(f"    {_snippet(h.text)}")
         typer.echo(f"({_rerank_note(judge_name)})")
+
+
+def superseded_note(by, at) -> str:
+    """The line every result view prints for a superseded memory."""
+    when = f" on {at:%Y-%m-%d}" if at else ""
+    return f"(superseded{when} by {', '.join(by)}: history, not the current fact)"
 
 
 def _fmt(x, spec: str = ".4f") -> str:
@@ -271,6 +293,8 @@ def explain(
     """Show how each result was ranked: BM25, context BM25, dense, fused, suppression, judge, final.
 
     Runs the same pipeline as `lethe search` but learns nothing."""
+    from .cues import analyze
+
     with _errors():
         with _store(create=False) as store:
             out = store.search_outcome(query, top_k=top_k, judge=judge, learn=False)
@@ -286,15 +310,19 @@ def explain(
                 "pool_rank": c.pool_rank, "judge_raw": c.judge_raw, "judge_score": c.judge_score,
                 "judge_rank": c.judge_rank,
                 "deep": c.deep, "source": c.source, "heading": c.heading,
+                "superseded_by": list(c.superseded.heads) if c.superseded else [],
+                "superseded_at": c.superseded.since.isoformat() if c.superseded and c.superseded.since else None,
             }
             for c in rows
         ]
         if json_out:
             _print_json({"query": query, "judge": out.judge, "cluster": out.cue, "deep": out.deep,
-                         "rif": out.rif, "notes": out.notes, "results": data})
+                         "rif": out.rif, "present": analyze(query).present, "notes": out.notes, "results": data})
             return
         judged = f"   judged: {len(out.pool)} (deep pass: {'yes' if out.deep else 'no'})" if out.judge else ""
-        typer.echo(f"judge: {out.judge or 'none'}{judged}   cluster: {out.cue}   RIF: {'on' if out.rif else 'off'}")
+        tense = "present (current versions first)" if analyze(query).present else "past (history ranked as is)"
+        typer.echo(f"judge: {out.judge or 'none'}{judged}   cluster: {out.cue}   RIF: {'on' if out.rif else 'off'}   "
+                   f"question: {tense}")
         typer.echo(f"{'final':>5} {'bm25':>10} {'ctx bm25':>10} {'dense':>11} {'fused':>7} {'supp':>6} {'pool':>4} "
                    f"{'judge':>8} {'final score':>12}  memory")
         for d in data:
@@ -303,8 +331,9 @@ def explain(
             dn = f"{d['dense_rank'] or '-'}:{_fmt(d['dense_score'], '.3f')}"
             j = f"{d['judge_rank'] or '-'}:{_fmt(d['judge_score'], '.3f')}"
             where = (d["heading"] or d["source"] or "")[:40]
+            sup = f"  [superseded by {', '.join(x[:8] for x in d['superseded_by'])}]" if d["superseded_by"] else ""
             typer.echo(f"{d['final_rank'] or '-':>5} {b:>10} {cb:>10} {dn:>11} {d['fused']:7.4f} {d['suppression']:6.3f} "
-                       f"{d['pool_rank']:>4} {_fmt(d['judge_raw'], '.3f'):>8} {j:>12}  {where} ({d['id'][:8]})")
+                       f"{d['pool_rank']:>4} {_fmt(d['judge_raw'], '.3f'):>8} {j:>12}  {where} ({d['id'][:8]}){sup}")
 
 
 rif_app = typer.Typer(help="Retrieval-induced forgetting: what the store has learned.", no_args_is_help=True)
@@ -411,6 +440,12 @@ app.command("bench")(bench_command)
 
 from .cli_dedup import dedupe_command  # noqa: E402
 app.command("dedupe")(dedupe_command)
+
+
+from .cli_curate import forget_command, list_command, revisions_command  # noqa: E402
+app.command("forget")(forget_command)
+app.command("list")(list_command)
+app.command("revisions")(revisions_command)
 
 
 from .cli_agent import enrich_command, expand, hook_app, install_app, mcp_command, mine_command  # noqa: E402

@@ -1,4 +1,4 @@
-"""``lethe dedupe``: merge near-duplicate memories, list and restore what was merged."""
+"""``lethe dedupe``: merge duplicate memories (same words), list and restore what was merged."""
 
 from __future__ import annotations
 
@@ -16,9 +16,6 @@ def _short(text: str | None, width: int = TEXT_WIDTH) -> str:
 
 def dedupe_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the pairs that would merge; change nothing."),
-    threshold: Optional[float] = typer.Option(
-        None, "--threshold", help="Cosine at or above which two memories merge (default: the dedup_threshold setting, 0.95)."
-    ),
     list_absorbed: bool = typer.Option(False, "--list", help="List the memories absorbed so far, and what holds each."),
     restore: Optional[str] = typer.Option(
         None, "--restore", metavar="ID",
@@ -26,11 +23,13 @@ def dedupe_command(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Merge near-duplicate memories across the whole store.
+    """Merge duplicate memories across the whole store.
 
-    Of each pair with a cosine at or above the threshold, the longer text is kept.
+    Duplicates have the same words in the same order, ignoring case, punctuation and
+    a/an/the; texts that differ in a number, name, path, negation or any other word are
+    never merged. Of each group the oldest is kept.
 
-    The other is absorbed: out of search, listed by --list, back with --restore ID.
+    The others are absorbed: out of search, listed by --list, back with --restore ID.
 
     Memory files are never changed. New memories are checked on write too (setting dedup)."""
     from .cli import _errors, _print_json, _store
@@ -39,14 +38,14 @@ def dedupe_command(
     with _errors():
         if list_absorbed and restore:
             raise UsageError("--list and --restore do not go together")
-        if (list_absorbed or restore) and (dry_run or threshold is not None):
-            raise UsageError("--dry-run and --threshold apply to a dedupe pass, not to --list or --restore")
+        if (list_absorbed or restore) and dry_run:
+            raise UsageError("--dry-run applies to a dedupe pass, not to --list or --restore")
         if list_absorbed:
             _list(_store, _print_json, json_out)
         elif restore:
             _restore(_store, _print_json, restore, json_out)
         else:
-            _pass(_store, _print_json, threshold, dry_run, json_out)
+            _pass(_store, _print_json, dry_run, json_out)
 
 
 def _list(_store, _print_json, json_out: bool) -> None:
@@ -61,7 +60,7 @@ def _list(_store, _print_json, json_out: bool) -> None:
         typer.echo("nothing has been absorbed")
         return
     for r in rows:
-        typer.echo(f"{r['id']} -> {r['into_id']}  [{r['similarity']:.4f}]  {r['source'] or '?'}")
+        typer.echo(f"{r['id']} -> {r['into_id']}  {r['source'] or '?'}")
         typer.echo(f"    {_short(r['text'], 100)}")
     typer.echo(f"{len(rows)} absorbed; `lethe dedupe --restore ID` brings one back")
 
@@ -77,27 +76,20 @@ def _restore(_store, _print_json, ident: str, json_out: bool) -> None:
         typer.echo(f"restored {out['id']} (was absorbed into {out['was_in']}); it will not be absorbed again")
 
 
-def _pass(_store, _print_json, threshold: float | None, dry_run: bool, json_out: bool) -> None:
+def _pass(_store, _print_json, dry_run: bool, json_out: bool) -> None:
     import time
 
     from . import dedup
-    from .errors import UsageError
 
     with _store(read_only=dry_run, create=False) as store:
-        t = store.settings.dedup_threshold if threshold is None else threshold
-        if t is None or not (0.0 < t < 1.0):
-            raise UsageError(
-                f"threshold {t} merges nothing; give --threshold between 0 and 1 (exclusive), e.g. 0.95"
-            )
         t0 = time.perf_counter()
-        pairs = dedup.plan(store.con, t)
+        pairs = dedup.plan(store.con)
         n = 0 if dry_run else dedup.apply_plan(store.con, pairs)
         seconds = time.perf_counter() - t0
         total = store.con.execute("SELECT count(*) FROM entries").fetchone()[0]
     if json_out:
         _print_json(
             {
-                "threshold": t,
                 "dry_run": dry_run,
                 "absorbed": n,
                 "entries_total": total,
@@ -106,7 +98,6 @@ def _pass(_store, _print_json, threshold: float | None, dry_run: bool, json_out:
                     {
                         "kept": p.kept,
                         "absorbed": p.absorbed,
-                        "similarity": round(p.similarity, 6),
                         "kept_text": _short(p.kept_text),
                         "absorbed_text": _short(p.absorbed_text),
                     }
@@ -116,9 +107,9 @@ def _pass(_store, _print_json, threshold: float | None, dry_run: bool, json_out:
         )
         return
     for p in pairs:
-        typer.echo(f"[{p.similarity:.4f}] keep {p.kept}: {_short(p.kept_text, 80)}")
-        typer.echo(f"         {'would absorb' if dry_run else 'absorbed'} {p.absorbed}: {_short(p.absorbed_text, 80)}")
+        typer.echo(f"keep {p.kept}: {_short(p.kept_text, 80)}")
+        typer.echo(f"     {'would absorb' if dry_run else 'absorbed'} {p.absorbed}: {_short(p.absorbed_text, 80)}")
     if dry_run:
-        typer.echo(f"{len(pairs)} near-duplicate pair(s) at cosine >= {t} (dry run: nothing changed)")
+        typer.echo(f"{len(pairs)} duplicate(s) (dry run: nothing changed)")
     else:
-        typer.echo(f"absorbed {n} near-duplicate(s) at cosine >= {t}; {total} entries remain ({seconds:.2f} s)")
+        typer.echo(f"absorbed {n} duplicate(s); {total} entries remain ({seconds:.2f} s)")

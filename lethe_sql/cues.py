@@ -19,6 +19,14 @@ first-stage scores (weights ``Settings.blend_time``, ``blend_date``, ``blend_que
   usually outranks one that does not. The data could not choose it: 6 of the 561 tune
   questions quote something (titles), and their NDCG@10 was the same at every weight from
   0.5 to 3; no NFCorpus or LongMemEval question quotes anything.
+* **past** (not a blend term): the question asks about an earlier state: it says so
+  ("used to", "originally", "at first", "previously", "the old ...", "no longer", "when
+  we were ...", "why did we drop X"), or it is in the past tense ("did", "was", "were",
+  "had"; but "what did we decide" asks about a decision in force), or it names a period.
+  When it says so outright (**earlier**), older versions rank above the memories that
+  replaced them; otherwise history is ranked as is. Such a question is ranked as if no memory superseded
+  another; any other question is about the present, and there a superseded memory
+  ranks below the memories that replaced it (``revisions.py``, ``pipeline``).
 * **question**: the entry is itself a question (its text ends with ``?``). It helps on
   LoCoMo, where such turns only ask, and hurts on LongMemEval, where a user turn states a
   fact and then asks the assistant something; ``blend_question`` is 0 (off) by default.
@@ -43,6 +51,7 @@ _TIME = re.compile(
 )
 _MONTH_NAMES = r"january|february|march|april|may|june|july|august|september|october|november|december|" \
                r"jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
+_WHEN_EVENT = re.compile(r"^\W*when (?:is|are|will|was|were|did|has|have)\b", re.I)
 _PERIOD = re.compile(
     rf"\b(?:(\d{{1,2}})\s+)?({_MONTH_NAMES})\b(?:\s+(\d{{1,2}})\b)?(?:,?\s+(\d{{4}}))?|\b((?:19|20)\d\d)\b",
     re.I,
@@ -73,6 +82,51 @@ class QueryCues:
     temporal: bool = False
     period: Period | None = None
     phrases: tuple[tuple[str, ...], ...] = ()  # quoted phrases, as token sequences
+    past: bool = False                         # asks about an earlier state (``asks_past``)
+    earlier: bool = False                      # and says so outright: "before", "used to" (``asks_earlier``)
+
+    when: bool = False                         # asks when something happens ("when is the conference")
+
+    @property
+    def present(self) -> bool:
+        """A question about how things are now: not about the past, a period, or the time of
+        an event."""
+        return not self.past and self.period is None and not self.when
+
+
+# Words that put a question in the past: an earlier state, named outright...
+_PAST = re.compile(
+    r"\b(used to|previous(?:ly)?|originally|the original|initially|at first|at the (?:very )?(?:start|beginning)|"
+    r"in the (?:very )?beginning|formerly|former|in the past|back (?:when|then)|no longer|any ?more|"
+    r"at one point|at some point|started out|when we (?:were|was|tried|started|had|used|ran|first)|"
+    r"first (?:version|choice|plan|setup|attempt)|the old|an old|older|"
+    r"before (?:the|we|our) [\w .-]{0,40}?(?:change|switch|move|migration|upgrade|cutover|rename|rewrite)|"
+    r"why did (?:we|they|you|i) (?:drop|switch|move|replace|stop|abandon|remove|change|leave|migrate|ditch|give up))\b"
+    r"|^\W*before\b|\bbefore\W*$",
+    re.I,
+)
+# ...or a past-tense auxiliary ("how many GPUs did we get", "who was the approver"), unless
+# it asks what was decided: a decision in force is a question about the present.
+_PAST_TENSE = re.compile(r"\b(did|was|were|had)\b", re.I)
+_DECIDED = re.compile(
+    r"\b(?:did (?:we|they|you|i|the team) (?:decide|agree|choose|pick|settle|conclude|land)|"
+    r"(?:was|were) (?:decided|agreed|chosen|picked|settled|concluded))\b",
+    re.I,
+)
+
+
+def asks_earlier(query: str) -> bool:
+    """Whether a question asks outright for an earlier version ("used to", "originally",
+    "before the move"): then older versions rank above the ones that replaced them."""
+    return bool(_PAST.search(query or ""))
+
+
+def asks_past(query: str) -> bool:
+    """Whether a question asks about an earlier state (module docstring: **past**)."""
+    q = query or ""
+    if _PAST.search(q):
+        return True
+    return bool(_PAST_TENSE.search(_DECIDED.sub(" ", q)))
 
 
 _QUOTED = re.compile(r'["\u201c\u201d]([^"\u201c\u201d]*)(?:["\u201c\u201d]|$)')
@@ -124,7 +178,8 @@ def _period(text: str) -> Period | None:
 
 
 def analyze(query: str) -> QueryCues:
-    return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query))
+    return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query),
+                     past=asks_past(query), earlier=asks_earlier(query), when=bool(_WHEN_EVENT.search(query)))
 
 
 def states_time(text: str) -> bool:

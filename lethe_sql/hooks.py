@@ -84,8 +84,11 @@ def today_file(root: Path, now: datetime | None = None) -> Path:
 
 
 def recent_context(root: Path, budget_tokens: int) -> str:
-    """The newest memories (daily files, newest section first) within the budget."""
+    """The newest memories (daily files, newest section first) within the budget; never a
+    superseded one (the index's list, ``revisions.read_sidecar``, and every
+    ``supersedes=`` marker in the files read) nor a forgotten one."""
     from .markdown import parse
+    from .revisions import read_sidecar
 
     mem = root / ".lethe" / "memory"
     files = sorted((p for p in mem.glob("*.md") if _DAILY.match(p.name)), reverse=True)
@@ -93,12 +96,16 @@ def recent_context(root: Path, budget_tokens: int) -> str:
     header = f'Recent project memory (lethe; more: `lethe search "..." --json`, full entry: `lethe expand ID`):\n'
     lines: list[str] = []
     used = len(header)
-    for f in files:
+    stale = read_sidecar(root / ".lethe" / "index")
+    for f in files:  # newest first: a marker stands in a file as new as, or newer than, what it supersedes
         try:
             chunks = parse(f.read_text(encoding="utf-8", errors="replace"), f.name)
         except OSError:
             continue
+        stale.update(t for c in chunks for t in c.marks.supersedes)
         for c in reversed(chunks):
+            if c.id in stale or any(c.id.startswith(t) for t in stale if len(t) < 16):
+                continue
             when = f"{c.created_at:%Y-%m-%d %H:%M}" if c.created_at else f.stem
             body = " ".join(c.text.split())
             room = budget - used - len(when) - 30

@@ -9,10 +9,13 @@ One pass:
    transaction, with progress), then, in one transaction: replace the changed
    files' occurrences, insert the new entries, delete entries no occurrence
    holds any more, and update the FTS tables incrementally;
-4. near-duplicates (``dedup.py``): a new entry whose cosine with a live entry or
-   with another new one reaches ``Settings.dedup_threshold`` is merged (the longer
-   text is kept, the other recorded in ``absorbed``); an absorbed id is not
-   re-inserted while its keeper lives, and comes back when its keeper goes.
+4. duplicates (``dedup.py``): a new entry with the same words as a live entry or
+   an earlier new one (``markdown.dedup_key``) is not inserted but recorded in
+   ``absorbed``; an absorbed id is not re-inserted while its keeper lives, and comes
+   back when its keeper goes;
+5. revisions (``revisions.py``): the sections' markers are stored, declared links
+   re-derived from them, and each new entry is checked against its nearest older
+   memories for a detected link.
 
 Entries whose text did not change keep their row, and with it their learned
 state. Unreadable input never stops the pass: a binary or oversized file is
@@ -32,7 +35,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .fts import context_refresh, context_sync, fts_add, fts_delete
-from .markdown import Chunk, parse
+from .markdown import Chunk, dedup_key, sections
 
 MAX_FILE_BYTES = int(os.environ.get("LETHE_MAX_FILE_BYTES", 16 * 1024 * 1024))
 BINARY_SNIFF = 8192
@@ -50,7 +53,10 @@ class IndexReport:
     entries_added: int = 0
     entries_removed: int = 0
     entries_total: int = 0
-    entries_absorbed: int = 0      # near-duplicates merged into another entry by this pass
+    entries_absorbed: int = 0      # duplicates (same words) merged into another entry by this pass
+    entries_restored: int = 0      # memories an older near-duplicate rule had merged away, brought back
+    revisions_declared: int = 0    # links from supersedes= markers, after this pass
+    revisions_detected: int = 0    # links detected for this pass's new entries
     redacted: int = 0              # secrets redacted + private spans removed in what this pass read
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -68,6 +74,7 @@ class SourceText:
     size: int
     mtime: float
     sha256: str
+    forgotten: tuple[str, ...] = ()   # ids of its tombstoned sections (filled by scan)
 
 
 def read_memory_file(path: Path, rel: str, warnings: list[str]) -> SourceText | None:
@@ -125,6 +132,7 @@ def _stage_entries(chunks: Sequence[tuple[str, Chunk]], vectors: np.ndarray):
             "session_id": [c.session_id for _, c in chunks],
             "position": pa.array([c.position for _, c in chunks], pa.int32()),
             "created_at": pa.array([c.created_at for _, c in chunks], pa.timestamp("us")),
+            "dedup_key": [dedup_key(c.text) for _, c in chunks],
             "embedding": pa.FixedSizeListArray.from_arrays(
                 pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1)), EMBED_DIM
             ),
@@ -199,8 +207,8 @@ def insert_entries(
         return
     con.register("_lethe_new", _stage_entries(new, vectors))
     con.execute(
-        "INSERT INTO entries (id, content, text, source, heading, session_id, position, created_at, embedding) "
-        "SELECT id, content, text, source, heading, session_id, position, created_at, embedding FROM _lethe_new"
+        "INSERT INTO entries (id, content, text, source, heading, session_id, position, created_at, dedup_key, embedding) "
+        "SELECT id, content, text, source, heading, session_id, position, created_at, dedup_key, embedding FROM _lethe_new"
     )
     con.unregister("_lethe_new")
     fts_add(con, [c.id for _, c in new])
@@ -252,49 +260,66 @@ def _absorbed_state(con, sources: list[str]) -> tuple[set[str], list[tuple[str, 
     return skip, revive
 
 
-def _near_duplicates(
-    con, sources: list[str], new: Sequence[tuple[str, Chunk]], vectors: np.ndarray, threshold: float
-) -> tuple[dict[int, tuple[str, float]], list[tuple[str, str, float]]]:
-    """One set-oriented check of a batch: {new index: (keeper id, similarity)} for new
-    entries not to insert, and [(live id, keeper id, similarity)] for live entries that
-    a longer new one absorbs. Live = entries the changed sources or any other source
-    still hold after this pass (``_lethe_wanted`` holds the wanted ids)."""
+_LIVE = ("(id IN (SELECT id FROM entry_sources WHERE source NOT IN (SELECT unnest(?::VARCHAR[]))) "
+         "OR id IN (SELECT id FROM _lethe_wanted))")
+
+
+def _duplicates(
+    con, sources: list[str], new: Sequence[tuple[str, Chunk]]
+) -> tuple[list[tuple[str, Chunk]], list[tuple[str, Chunk, str, float]]]:
+    """Split ``new`` into (entries to insert, duplicates to record as absorbed: (source,
+    chunk, keeper id, 1.0)). A duplicate has the ``dedup_key`` of a live entry (one the
+    changed sources or any other source still holds after this pass; ``_lethe_wanted``
+    holds the wanted ids), or of an earlier new entry; the existing entry is always the
+    keeper, and an exempt id (``lethe dedupe --restore``) is never a duplicate."""
     from . import dedup
+    from .judges import ids_literal
 
-    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-    live = (
-        "(id IN (SELECT id FROM entry_sources WHERE source NOT IN (SELECT unnest(?::VARCHAR[]))) "
-        "OR id IN (SELECT id FROM _lethe_wanted))"
-    )
-    if len(vecs) <= dedup.SQL_PREFILTER_MAX:  # small batch (an add): fetch only the near ones
-        near = dedup.candidate_ids(con, vecs, threshold)
-        ex_ids, ex_lens, ex_mat = dedup.fetch_vectors(
-            con, f"id IN (SELECT unnest(?::VARCHAR[])) AND {live}", [near, sources]
-        )
-    else:
-        ex_ids, ex_lens, ex_mat = dedup.fetch_vectors(con, live, [sources])
-    m = len(ex_ids)
-    si, sj, ss = dedup.near_pairs(vecs, vecs, threshold, self_pairs=True)
-    ni, nj, ns = dedup.near_pairs(vecs, ex_mat, threshold)
-    if len(si) + len(ni) == 0:
-        return {}, []
-    pi = np.concatenate([si + m, ni + m])
-    pj = np.concatenate([sj + m, nj])
-    ps = np.concatenate([ss, ns])
-    ids = ex_ids + [c.id for _, c in new]
-    exempt = dedup.exempt_ids(con)
+    keys = [dedup_key(c.text) for _, c in new]
+    wanted_keys = sorted({k for k in keys if k})
+    if not wanted_keys:
+        return list(new), []
+    keeper: dict[str, str] = {
+        k: i for i, k in con.execute(
+            f"""SELECT min(id), dedup_key FROM entries
+                WHERE list_contains(CAST(? AS VARCHAR[]), dedup_key) AND {_LIVE} GROUP BY dedup_key""",
+            [ids_literal(wanted_keys), sources],
+        ).fetchall()
+    }
+    exempt = dedup.exempt_ids(con) if keeper or len(wanted_keys) < len([k for k in keys if k]) else set()
+    keep: list[tuple[str, Chunk]] = []
+    dups: list[tuple[str, Chunk, str, float]] = []
+    for (src, c), k in zip(new, keys):
+        if k is None or c.id in exempt:
+            keep.append((src, c))
+        elif k in keeper and keeper[k] != c.id:
+            dups.append((src, c, keeper[k], 1.0))
+        else:
+            keeper.setdefault(k, c.id)
+            keep.append((src, c))
+    return keep, dups
 
-    def key(i: int) -> tuple:
-        # the longer text wins; ties: the existing entry, then the earlier in the batch
-        return (int(ex_lens[i]), 1, 0) if i < m else (len(new[i - m][1].text), 0, -(i - m))
 
-    def vec(i: int) -> np.ndarray:
-        return ex_mat[i] if i < m else vecs[i - m]
+def backfill_dedup_keys(con) -> int:
+    """Once per index: the ``dedup_key`` of entries written before migration 006."""
+    if con.execute("SELECT value FROM meta WHERE key = 'dedup_keys'").fetchone() is not None:
+        return 0
+    import pyarrow as pa
 
-    into = dedup.resolve(pi, pj, ps, key, lambda i: ids[i] in exempt, lambda a, b: float(vec(a) @ vec(b)))
-    skip_new = {loser - m: (ids[k], s) for loser, (k, s) in into.items() if loser >= m}
-    absorb_old = [(ids[loser], ids[k], s) for loser, (k, s) in into.items() if loser < m]
-    return skip_new, absorb_old
+    rows = con.execute("SELECT id, text FROM entries WHERE dedup_key IS NULL").fetchall()
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if rows:
+            con.register("_lethe_keys", pa.table({"id": [r[0] for r in rows],
+                                                  "k": [dedup_key(r[1]) for r in rows]}))
+            con.execute("UPDATE entries SET dedup_key = k.k FROM _lethe_keys AS k WHERE entries.id = k.id")
+            con.unregister("_lethe_keys")
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('dedup_keys', '1')")
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return len(rows)
 
 
 def _record_absorbed_new(con, rows: Sequence[tuple[str, Chunk, str, float]]) -> None:
@@ -355,12 +380,13 @@ def apply_changes(
     ``changed`` maps a source name to (its file facts, its chunks). Facts are None
     for a source that is not a file (``MemoryStore.put_documents``) and for a
     removed file (with no chunks); either way no ``source_files`` row remains.
-    ``settings`` (``dedup``, ``dedup_threshold``, ``dedup_max_batch``) turns
-    near-duplicate merging on; ``report`` receives ``entries_absorbed`` and warnings.
-    Returns (entries inserted, entries removed); absorbed entries count in neither.
+    ``settings.dedup`` turns duplicate merging on (``dedup.py``); ``report`` receives
+    ``entries_absorbed``, the revision counts and warnings. Returns (entries inserted,
+    entries removed); absorbed entries count in neither.
     """
-    from . import dedup
+    from . import dedup, revisions
 
+    backfill_dedup_keys(con)
     wanted: dict[str, tuple[str, Chunk]] = {}
     for src, (_, chunks) in changed.items():
         for c in chunks:
@@ -374,11 +400,12 @@ def apply_changes(
                 "SELECT id FROM entries WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(wanted)]
             ).fetchall()
         }
-    threshold = dedup.active_threshold(settings)
+    dedup_on = dedup.enabled(settings)
     any_absorbed = con.execute("SELECT count(*) FROM absorbed").fetchone()[0] > 0
     skip: set[str] = set()
     revive: list[tuple[str, Chunk]] = []
-    if any_absorbed or threshold is not None:
+    absorbed_new: list[tuple[str, Chunk, str, float]] = []
+    if any_absorbed or dedup_on:
         import pyarrow as pa
 
         con.register("_lethe_wanted", pa.table({"id": pa.array(list(wanted), pa.string())}))
@@ -386,53 +413,31 @@ def apply_changes(
         if any_absorbed:
             skip, revive = _absorbed_state(con, sources)
         new = [wanted[i] for i in wanted if i not in have and i not in skip] + revive
-        if new:
-            total = len(new)
-            done = [0]
-
-            def tick(n: int) -> None:
-                done[0] += n
-                if progress:
-                    progress("embedding", done[0], total)
-
-            vectors, tokens = embed([c.text for _, c in new], tick)
-        else:
-            vectors, tokens = np.zeros((0, 384), dtype=np.float32), None
-        skip_new: dict[int, tuple[str, float]] = {}
-        absorb_old: list[tuple[str, str, float]] = []
-        if new and threshold is not None:
-            max_batch = int(getattr(settings, "dedup_max_batch", 0) or 0)
-            if max_batch and len(new) > max_batch:
-                if report is not None:
-                    report.warnings.append(
-                        f"near-duplicate check skipped: {len(new)} new entries is more than "
-                        f"dedup_max_batch ({max_batch}); run `lethe dedupe` to merge near-duplicates"
-                    )
-            else:
-                if progress:
-                    progress("near-duplicates", 0, 1)
-                skip_new, absorb_old = _near_duplicates(con, sources, new, vectors, threshold)
-                if progress:
-                    progress("near-duplicates", 1, 1)
+        if new and dedup_on:
+            new, absorbed_new = _duplicates(con, sources, new)
     finally:
-        if any_absorbed or threshold is not None:
+        if any_absorbed or dedup_on:
             con.unregister("_lethe_wanted")
-    if skip_new:
-        keep = [k for k in range(len(new)) if k not in skip_new]
-        absorbed_new = [(new[k][0], new[k][1], *skip_new[k]) for k in sorted(skip_new)]
-        new = [new[k] for k in keep]
-        vectors = np.asarray(vectors)[keep]
-        tokens = None if tokens is None else [tokens[k] for k in keep]
+    if new:
+        total = len(new)
+        done = [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            if progress:
+                progress("embedding", done[0], total)
+
+        vectors, tokens = embed([c.text for _, c in new], tick)
     else:
-        absorbed_new = []
+        vectors, tokens = np.zeros((0, 384), dtype=np.float32), None
     if report is not None:
-        report.entries_absorbed += len(absorbed_new) + len(absorb_old)
+        report.entries_absorbed += len(absorbed_new)
     occ_rows = [
         (src, c.position, c.id, c.heading) for src, (_, chunks) in changed.items() for c in chunks
     ]
+    warnings = report.warnings if report is not None else []
     con.execute("BEGIN TRANSACTION")
     try:
-        sources = list(changed)
         con.execute("DELETE FROM entry_sources WHERE source IN (SELECT unnest(?::VARCHAR[]))", [sources])
         if occ_rows:
             import pyarrow as pa
@@ -451,7 +456,6 @@ def apply_changes(
         insert_entries(con, new, vectors, tokens, context=False)
         if absorbed_new:
             _record_absorbed_new(con, absorbed_new)
-        dedup.absorb_existing(con, absorb_old)
         # Kept entries whose home section moved: follow their first remaining occurrence.
         con.execute(
             """UPDATE entries SET source = o.source, position = o.position, heading = o.heading
@@ -480,7 +484,7 @@ def apply_changes(
             fts_delete(con, gone)
             token_index_delete(con, gone)
             con.execute("DELETE FROM entries WHERE id IN (SELECT unnest(?::VARCHAR[]))", [gone])
-        if any_absorbed or absorbed_new or absorb_old:
+        if any_absorbed or absorbed_new:
             # An absorbed text no file holds any more is forgotten with it; one whose
             # keeper is gone was brought back above (re-inserted or absorbed anew).
             con.execute(
@@ -489,6 +493,15 @@ def apply_changes(
             )
         # The context field of every entry whose home is or was in these sources.
         context_sync(con, sources, [c.id for _, c in new])
+        revisions.replace_marks(
+            con, sources, [(src, c) for src, (_, chunks) in changed.items() for c in chunks],
+            [(src, f) for src, (facts, _) in changed.items() if facts is not None for f in facts.forgotten],
+        )
+        counts = revisions.sync(con, sources=sources, new=new, vectors=vectors, warnings=warnings,
+                                detect=getattr(settings, "revisions", True))
+        if report is not None:
+            report.revisions_declared = counts["declared"]
+            report.revisions_detected += counts["detected"]
         for src, (facts, _) in changed.items():
             if facts is None:
                 con.execute("DELETE FROM source_files WHERE path = ?", [src])
@@ -542,7 +555,9 @@ def scan(
             con.execute("UPDATE source_files SET mtime = ? WHERE path = ?", [facts.mtime, rel])
             unchanged += 1
             continue
-        changed[rel] = (facts, parse(facts.text, rel))
+        secs = sections(facts.text, rel)
+        facts.forgotten = tuple(dict.fromkeys(x.chunk.id for x in secs if x.forgotten))
+        changed[rel] = (facts, [x.chunk for x in secs if not x.forgotten])
     if only is None:
         for rel in known:
             if rel not in present:

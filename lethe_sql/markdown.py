@@ -17,6 +17,17 @@ Rules:
 * Privacy (``privacy.py``): ``<private>...</private>`` spans are cut out of the
   whole file before it is split, and secrets are redacted in every section's
   content, text and heading; ``Chunk.redacted`` counts what was taken out.
+* Markers: comment lines ``<!-- lethe key=value flag ... -->`` outside code fences
+  (``Marks``). ``supersedes=ID[,ID]``: this memory replaces those (a revision,
+  ``revisions.py``); ``distinct=ID[,ID]``: it does not, whatever detection thinks;
+  ``forgotten``: the section is a tombstone, never indexed (``forget.py``);
+  ``source=add|hook|transcript``: lethe wrote the section; ``session=``/``turn=``:
+  the anchor of an agent's turn. A marker is a whole-line comment, so it is not part
+  of the indexed text and never changes the id.
+* ``dedup_key``: what two memories must share to be duplicates (``dedup.py``): the
+  same words in the same order, ignoring case, punctuation, whitespace and the
+  articles a/an/the. Any other difference (a number, a name, a path, a negation, a
+  word) makes two distinct memories.
 """
 
 from __future__ import annotations
@@ -27,15 +38,35 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_MARKER = re.compile(r"<!--\s*lethe\b(?P<attrs>[^>]*)-->")
+_MARK_ATTR = re.compile(r"([A-Za-z_][\w-]*)(?:=(\"[^\"]*\"|[^\s\"]+))?")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _COMMENT_LINE = re.compile(r"^\s*<!--.*-->\s*$")
-_ANCHOR = re.compile(r"<!--\s*lethe\b(?P<attrs>[^>]*)-->")
-_ATTR = re.compile(r"(\w+)=(\"[^\"]*\"|\S+)")
 _FILE_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 _HEAD_TS = re.compile(r"(?P<d>\d{4}-\d{2}-\d{2})(?:[ T](?P<t>\d{1,2}:\d{2}(?::\d{2})?))?")
 _HEAD_TIME = re.compile(r"^(?P<t>\d{1,2}:\d{2}(?::\d{2})?)\b")
 _WS = re.compile(r"\s+")
+_WORDS = re.compile(r"\w+")
+_ARTICLES = frozenset({"a", "an", "the"})
 _PRIVATE_MARK = "\u2063"  # where a private span stood, until its section is known
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What a section's ``<!-- lethe ... -->`` marker lines say (module docstring)."""
+
+    supersedes: tuple[str, ...] = ()
+    distinct: tuple[str, ...] = ()
+    forgotten: bool = False
+    origin: str | None = None       # source=: add | hook | transcript (lethe wrote it)
+    session: str | None = None
+
+    @property
+    def lethe_wrote(self) -> bool:
+        return self.origin in ("add", "hook", "transcript")
+
+
+NO_MARKS = Marks()
 
 
 @dataclass(frozen=True)
@@ -48,6 +79,7 @@ class Chunk:
     created_at: datetime | None
     session_id: str | None
     redacted: int = 0       # secrets redacted + private spans removed (privacy.py)
+    marks: Marks = NO_MARKS
 
 
 @dataclass(frozen=True)
@@ -70,6 +102,15 @@ class Document:
             position, heading.text if heading else None, content.text, text, content_id(text),
             self.created_at, self.session_id, content.count + (heading.count if heading else 0),
         )
+
+
+def dedup_key(text: str) -> str | None:
+    """Two texts with the same key say the same thing (module docstring); None for a text
+    without a word, which is never a near-duplicate of anything."""
+    words = [w for w in _WORDS.findall((text or "").casefold()) if w not in _ARTICLES]
+    if not words:
+        return None
+    return hashlib.sha256(" ".join(words).encode("utf-8")).hexdigest()[:16]
 
 
 def content_id(text: str) -> str:
@@ -143,45 +184,86 @@ def _index_text(lines: list[str]) -> str:
     return "\n".join(out).strip()
 
 
-def _anchor_session(lines: list[str]) -> str | None:
+def _id_list(value: str) -> tuple[str, ...]:
+    return tuple(v.strip().lower() for v in value.split(",") if v.strip())
+
+
+def marks_of(lines: list[str]) -> Marks:
+    """The markers of a section's lines (outside code fences)."""
+    sup: list[str] = []
+    dis: list[str] = []
+    forgotten = False
+    origin = session = None
+    in_fence = False
     for line in lines:
-        m = _ANCHOR.search(line)
-        if m:
-            attrs = dict((k, v.strip('"')) for k, v in _ATTR.findall(m["attrs"]))
-            if attrs.get("session"):
-                return attrs["session"]
-    return None
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence or "<!--" not in line:
+            continue
+        for m in _MARKER.finditer(line):
+            for key, raw in _MARK_ATTR.findall(m["attrs"]):
+                value = raw.strip('"')
+                key = key.lower()
+                if key == "supersedes" and value:
+                    sup.extend(_id_list(value))
+                elif key == "distinct" and value:
+                    dis.extend(_id_list(value))
+                elif key == "forgotten":
+                    forgotten = True
+                elif key == "source" and value and origin is None:
+                    origin = value
+                elif key == "session" and value and session is None:
+                    session = value
+    return Marks(tuple(dict.fromkeys(sup)), tuple(dict.fromkeys(dis)), forgotten, origin, session)
 
 
-def parse(markdown: str, filename: str = "") -> list[Chunk]:
-    """Split one memory file into chunks (see the module docstring for the rules)."""
+@dataclass(frozen=True)
+class Section:
+    """A ``##``/``###`` section (or the preamble) with where it stands in the file."""
+
+    chunk: Chunk            # what the index holds of it (a tombstone's too, for its id)
+    start: int              # its first line (its heading line; 0 for the preamble)
+    end: int                # one past its last line
+    forgotten: bool         # a tombstone: ``<!-- lethe forgotten -->``, never indexed
+
+
+def _normalise(markdown: str) -> str:
+    text = markdown.replace("\r\n", "\n").replace("\r", "\n")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def sections(markdown: str, filename: str = "") -> list[Section]:
+    """Every non-empty section of one memory file, tombstones included, with its line
+    span in the file's text after line endings are normalised (``\\r\\n`` -> ``\\n``, BOM
+    dropped). Spans are exact unless a ``<private>`` span crosses a line break; see
+    ``editable_sections``."""
     from .privacy import redact_secrets, strip_private
 
-    text = markdown.replace("\r\n", "\n").replace("\r", "\n")
-    if text.startswith("\ufeff"):
-        text = text[1:]
     # A private span may cross sections: cut it from the whole file, leaving a mark
     # that the section holding its start counts.
-    text, n_private = strip_private(text, _PRIVATE_MARK)
-    sections: list[tuple[str | None, list[str]]] = [(None, [])]
+    text, n_private = strip_private(_normalise(markdown), _PRIVATE_MARK)
+    raw: list[tuple[str | None, int, list[str]]] = [(None, 0, [])]
     in_fence = False
-    for line in text.split("\n"):
+    for i, line in enumerate(text.split("\n")):
         if _FENCE.match(line):
             in_fence = not in_fence
         elif not in_fence:
             m = _HEADING.match(line)
             if m and len(m.group(1)) in (2, 3):
-                sections.append((m.group(2).strip(), [line]))
+                raw.append((m.group(2).strip(), i, [line]))
                 continue
             if m and len(m.group(1)) == 1:
-                # A title: not part of any chunk's text or content.
-                continue
-        sections[-1][1].append(line)
+                continue  # a title: not part of any chunk's text or content
+        raw[-1][2].append(line)
+    n_lines = text.count("\n") + 1
 
     fdate = file_date(filename)
     stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0] if filename else None
-    chunks: list[Chunk] = []
-    for heading, lines in sections:
+    out: list[Section] = []
+    position = 0
+    for k, (heading, start, lines) in enumerate(raw):
+        end = raw[k + 1][1] if k + 1 < len(raw) else n_lines
         n = 0
         if n_private:
             n = sum(line.count(_PRIVATE_MARK) for line in lines)
@@ -194,16 +276,48 @@ def parse(markdown: str, filename: str = "") -> list[Chunk]:
         if heading:
             heading, found_h = redact_secrets(heading)
             found_c += found_h
-        chunks.append(
-            Chunk(
-                position=len(chunks),
-                heading=heading,
-                content=content,
-                text=body,
-                id=content_id(body),
-                created_at=_heading_time(heading, fdate),
-                session_id=_anchor_session(lines) or stem,
-                redacted=n + max(len(found), len(found_c)),
-            )
+        marks = marks_of(lines)
+        chunk = Chunk(
+            position=position,
+            heading=heading,
+            content=content,
+            text=body,
+            id=content_id(body),
+            created_at=_heading_time(heading, fdate),
+            session_id=marks.session or stem,
+            redacted=n + max(len(found), len(found_c)),
+            marks=marks,
         )
-    return chunks
+        out.append(Section(chunk, start, end, marks.forgotten))
+        if not marks.forgotten:
+            position += 1
+    return out
+
+
+def parse(markdown: str, filename: str = "") -> list[Chunk]:
+    """Split one memory file into chunks (see the module docstring for the rules);
+    tombstones (``<!-- lethe forgotten -->``) are left out."""
+    return [s.chunk for s in sections(markdown, filename) if not s.forgotten]
+
+
+def editable_sections(markdown: str, filename: str = "") -> tuple[list[str], list[Section]]:
+    """(the file's lines, its sections) for an edit that must not touch anything else.
+    ``lines`` keep their line endings, so ``"".join(lines)`` is the file. Refuses (a
+    LetheError) a file where a ``<private>`` span crosses a line break: there a
+    section's span cannot be trusted."""
+    from .errors import LetheError
+    from .privacy import strip_private
+
+    name = filename or "the file"
+    if markdown.replace("\r\n", "\n").count("\r"):
+        raise LetheError(f"{name} has old Mac line endings (a lone carriage return); edit that file by hand")
+    lines = [line + "\n" for line in markdown.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
+        lines.pop()
+    stripped, n_private = strip_private(_normalise(markdown), _PRIVATE_MARK)
+    if n_private and stripped.count("\n") != _normalise(markdown).count("\n"):
+        raise LetheError(f"{name} has a <private> span across lines; edit that file by hand")
+    from dataclasses import replace
+
+    return lines, [replace(x, end=min(x.end, len(lines))) for x in sections(markdown, filename)]

@@ -2,14 +2,18 @@
 
 Tools (with MCP tool annotations):
 
-* ``add_memory(text, heading=None)``: append a memory to today's file and index it
-  (not read-only, not destructive: nothing is ever overwritten); private spans and
-  secrets are scrubbed first (``privacy.py``).
+* ``add_memory(text, heading=None, supersedes=[])``: append a memory to today's file and
+  index it (not read-only, not destructive: nothing is ever overwritten); private spans
+  and secrets are scrubbed first (``privacy.py``). Says what happened: ``added``,
+  ``revises`` (with the ids it supersedes) or ``duplicate`` (of ``id``).
 * ``search_memories(query, scope="project"|"all", top_k=8)``: read-only. Searches
   open the index read-only, so an MCP search learns nothing (RIF) and never holds
   the write lock the agent hooks need.
 * ``get_memory(ids)``: read-only; whole entries by id or unambiguous prefix.
 * ``list_projects()``: read-only; the global registry (``lethe projects``).
+* ``list_memories(since=None, limit=20)``: read-only; the newest memories, superseded ones marked.
+* ``forget_memory(ids=[], query=None, dry_run=False)``: destructive; forgets memories for
+  good (``lethe forget``); ``undo_forget()`` takes the last forget back.
 
 The server opens the project's store only for the length of one call, keeping the
 embedder loaded between calls.
@@ -61,13 +65,12 @@ def build_server(root: Path, *, embedder=None):
         annotations=ToolAnnotations(title="Add a memory", readOnlyHint=False, destructiveHint=False,
                                     idempotentHint=False, openWorldHint=False),
     )
-    def add_memory(text: str, heading: str | None = None) -> dict:
+    def add_memory(text: str, heading: str | None = None, supersedes: list[str] | None = None) -> dict:
         try:
             with _store(False) as store:
-                entry_id, redacted = store.add_counted(text, heading=heading)
+                return store.add_memory(text, heading=heading, supersedes=supersedes or ()).as_dict()
         except LetheError as exc:
             _fail(exc)
-        return {"id": entry_id, "redacted": redacted}
 
     @server.tool(
         name="search_memories",
@@ -93,7 +96,9 @@ def build_server(root: Path, *, embedder=None):
             _fail(exc)
         return [
             {"rank": h.rank, "id": h.id, "score": h.score, "source": h.source, "heading": h.heading,
-             "created_at": h.created_at.isoformat() if h.created_at else None, "content": h.content}
+             "created_at": h.created_at.isoformat() if h.created_at else None, "content": h.content,
+             "superseded_by": list(h.superseded_by),
+             "superseded_at": h.superseded_at.isoformat() if h.superseded_at else None}
             for h in hits
         ]
 
@@ -107,6 +112,54 @@ def build_server(root: Path, *, embedder=None):
         try:
             with _store(True) as store:
                 return expand_entries(store.con, ids)
+        except LetheError as exc:
+            _fail(exc)
+
+    @server.tool(
+        name="list_memories",
+        description="The newest memories of this project, newest first; superseded ones name what replaced them. "
+                    "since: a date (YYYY-MM-DD).",
+        annotations=ToolAnnotations(title="List memories", readOnlyHint=True, destructiveHint=False,
+                                    idempotentHint=True, openWorldHint=False),
+    )
+    def list_memories(since: str | None = None, limit: int = 20) -> list[dict]:
+        from datetime import date
+
+        try:
+            day = date.fromisoformat(since) if since else None
+        except ValueError:
+            _fail(ValueError(f"since wants a date as YYYY-MM-DD, not {since!r}"))
+        try:
+            with _store(True) as store:
+                return store.list_memories(since=day, limit=max(1, min(int(limit), 500)))
+        except LetheError as exc:
+            _fail(exc)
+
+    @server.tool(
+        name="forget_memory",
+        description="Forget memories for good (the user asked to): by ids, or every memory holding all the words "
+                    "of query. Sections lethe wrote are removed from their files, a person's sections tombstoned. "
+                    "dry_run=true only lists them.",
+        annotations=ToolAnnotations(title="Forget memories", readOnlyHint=False, destructiveHint=True,
+                                    idempotentHint=True, openWorldHint=False),
+    )
+    def forget_memory(ids: list[str] | None = None, query: str | None = None, dry_run: bool = False) -> dict:
+        try:
+            with _store(False) as store:
+                return store.forget(ids or (), query=query, dry_run=dry_run).as_dict()
+        except LetheError as exc:
+            _fail(exc)
+
+    @server.tool(
+        name="undo_forget",
+        description="Take the last forget back: the memories it removed or tombstoned are indexed again.",
+        annotations=ToolAnnotations(title="Undo the last forget", readOnlyHint=False, destructiveHint=False,
+                                    idempotentHint=False, openWorldHint=False),
+    )
+    def undo_forget() -> dict:
+        try:
+            with _store(False) as store:
+                return store.undo_forget().as_dict()
         except LetheError as exc:
             _fail(exc)
 

@@ -13,6 +13,9 @@
              cues (lethe_sql.cues: when / dates / quoted phrases / entries that are
              questions); a
              cross-encoder's logit is used as is
+          -> revisions (lethe_sql.revisions): for a question about the present, the
+             current version of every superseded candidate joins the pool when it is
+             missing, and ranks where the best of the versions it superseded ranked
           -> final order by that score -> top_k
           -> learning update (when the search may learn)
 
@@ -29,6 +32,7 @@ from .cues import analyze
 from .judges import QueryEncoding, sigmoid
 from .learn import cue_of, current_step, maybe_refit, update
 from .prepared import statement
+from .revisions import Superseded, promotions, superseders
 from .settings import Settings
 
 CANDIDATES_SQL = """SELECT c.*, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier
@@ -64,6 +68,7 @@ class Candidate:
     judge_rank: int | None = None
     final_rank: int | None = None
     deep: bool = False
+    superseded: Superseded | None = None   # what supersedes this memory (None: it is current)
 
     @classmethod
     def from_row(cls, r: dict, **extra) -> "Candidate":
@@ -126,12 +131,20 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     cue = cue_of(con, enc.vec) if rif else 0
     shallow_k, fetch_k, depth = pool_sizes(settings, judge)
     pool = _candidates(con, enc, fetch_k, depth, cue, step, settings)
+    cues = analyze(enc.text)
+    stale = superseders(con, [c.id for c in pool])
+    present = cues.present and settings.revisions
+    if stale and present:
+        pool = with_current_versions(con, enc, pool, stale)
     timings["first_stage"] = (time.perf_counter() - t0) * 1000
     shallow = pool[:shallow_k]
     ordered, pool, deep, results = judge_and_cut(
         pool, settings, judge, shallow_k, enc.text, timings,
         score=lambda cands: judge.score(con, enc, [c.id for c in cands]),
+        replaced_by=time_order(con, cues, stale) if settings.revisions else None,
     )
+    for c in pool:
+        c.superseded = stale.get(c.id)
 
     learned = False
     if learn:
@@ -143,7 +156,8 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
             winners = {c.id for c in results}
             logits = judge.logits(np.array([c.judge_score for c in ordered], dtype=np.float64))
             logit_of = {c.id: float(l) for c, l in zip(ordered, logits)}
-            outcome = [(c.id, c.pool_rank, c.judge_rank, logit_of[c.id], c.id in winners) for c in shallow]
+            outcome = [(c.id, c.pool_rank, c.judge_rank, logit_of[c.id], c.id in winners)
+                       for c in shallow if c.id in logit_of]
         update(con, step=step, cue=cue, query=enc.text, qvec=enc.vec,
                judge=judge.name if judge else None, outcome=outcome, settings=settings, rif=rif)
         if rif:
@@ -152,6 +166,125 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
         timings["learn"] = (time.perf_counter() - t2) * 1000
     timings["total"] = (time.perf_counter() - t0) * 1000
     return Outcome(results, pool, judge.name if judge else None, cue, step, deep, learned, rif, timings, notes)
+
+
+def time_order(con, cues, stale: dict[str, Superseded]):
+    """What ``supersede_order`` reorders by, for a question with these ``cues``: about the
+    present, each superseded candidate is replaced by what supersedes it, and by newer
+    memories among the top ``PROMOTE_TOP`` that detection scored at ``PROMOTE_AT`` against
+    it (``revisions.promotions``); asking outright for an earlier version, each superseding
+    candidate gives way to the versions it superseded; otherwise None (history as is)."""
+    from .revisions import PROMOTE_TOP
+
+    if cues.present:
+        def replaced_by(ordered: list) -> dict:
+            out = {k: set(s.ids) for k, s in stale.items()}
+            top = ordered[:PROMOTE_TOP]
+            for old, new in promotions(con, [c.id for c in top]):
+                out.setdefault(old, set()).add(new)
+            return out
+
+        return replaced_by
+    if cues.earlier and stale:
+        out: dict[str, set] = {}
+        for old, s in stale.items():
+            for new in s.ids:
+                out.setdefault(new, set()).add(old)
+        return out
+    return None
+
+
+#: current versions pulled into a pool for its superseded candidates, at most
+MAX_PULLED = 10
+
+_PULL_SQL = """SELECT e.id, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier,
+       array_inner_product(e.embedding, CAST(? AS FLOAT[384])) AS dense_score
+FROM entries AS e
+WHERE list_contains(CAST(? AS VARCHAR[]), e.id) AND e.tier <> 'apoptotic'"""
+
+
+def with_current_versions(con, enc: QueryEncoding, pool: list[Candidate], stale: dict[str, Superseded]) -> list[Candidate]:
+    """``pool`` with the current version of each superseded candidate that the pool lacks,
+    each placed right after the first candidate it supersedes (so that a judge which scores
+    only the top of the pool scores it too). Pulled candidates have no BM25 scores
+    (0, as an entry matching no query term) and their cosine as the dense score."""
+    from .judges import ids_literal
+
+    have = {c.id for c in pool}
+    want: dict[str, str] = {}  # head -> the first pool candidate it supersedes
+    for c in pool:
+        s = stale.get(c.id)
+        for h in (s.heads if s else ()):
+            if h not in have and h not in want and len(want) < MAX_PULLED:
+                want[h] = c.id
+    if not want:
+        return pool
+    rows = con.execute(_PULL_SQL, [enc.vec_text, ids_literal(sorted(want))]).fetchall()
+    floor = min((c.adjusted for c in pool), default=0.0)
+    pulled: dict[str, list[Candidate]] = {}
+    for k, r in enumerate(rows):
+        cand = Candidate(
+            id=r[0], pool_rank=len(pool) + k + 1, fused=floor, suppression=0.0, adjusted=floor,
+            bm25_rank=None, bm25_score=0.0, dense_rank=None, dense_score=float(r[8]),
+            content=r[1], text=r[2], source=r[3], heading=r[4], created_at=r[5], session_id=r[6], tier=r[7],
+            ctx_rank=None, ctx_score=0.0,
+        )
+        pulled.setdefault(want[r[0]], []).append(cand)
+    out: list[Candidate] = []
+    for c in pool:
+        out.append(c)
+        out.extend(pulled.get(c.id, ()))
+    return out
+
+
+def supersede_order(ordered: list, replaced_by: dict, key=lambda c: c.id, field: str | None = None) -> list:
+    """A question about the present: each candidate that replaces others in the list moves
+    up to just above the best-placed of them (chains move as a whole, newest first); the
+    rest keep their order. So every replaced memory ranks below every memory in the list
+    that replaces it. ``replaced_by`` maps a candidate's key to the keys of the memories
+    that replace it (``key``: an entry id; the cross-project search uses (project, id)).
+    ``field``: the score attribute a promoted candidate raises to the best of those it
+    replaces, so the scores shown still fall with the rank."""
+    if not replaced_by:
+        return ordered
+    rank = {key(c): i for i, c in enumerate(ordered)}
+    newer: dict[object, list] = {}  # candidate key -> keys of the listed candidates it replaces
+    for c in ordered:
+        for n in replaced_by.get(key(c), ()):
+            if n in rank and n != key(c):
+                newer.setdefault(n, []).append(key(c))
+    if not newer:
+        return ordered
+    eff: dict[object, float] = {}
+
+    def place(k, depth: int = 0) -> float:
+        if k in eff:
+            return eff[k]
+        eff[k] = float(rank[k])  # cycle guard
+        best = float(rank[k])
+        if depth < 64:
+            for o in newer.get(k, ()):
+                best = min(best, place(o, depth + 1) - 0.5)
+        eff[k] = best
+        return best
+
+    out = sorted(ordered, key=lambda c: (place(key(c)), rank[key(c)]))
+    if field:
+        by_key = {key(c): c for c in ordered}
+
+        def best(k, depth: int = 0) -> float:
+            mine = getattr(by_key[k], field)
+            mine = float("-inf") if mine is None else mine
+            if depth < 64:
+                for o in newer.get(k, ()):
+                    mine = max(mine, best(o, depth + 1))
+            return mine
+
+        for k in newer:
+            b = best(k)
+            if b != float("-inf"):
+                setattr(by_key[k], field, b)
+    return out
 
 
 def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
@@ -196,17 +329,22 @@ def pool_sizes(settings: Settings, judge) -> tuple[int, int, int]:
 
 
 def judge_and_cut(pool: list, settings: Settings, judge, shallow_k: int, text: str, timings: dict, *, score,
-                  key=lambda c: c.id):
+                  key=lambda c: c.id, replaced_by=None):
     """The second half of a search, shared by the single-project pipeline and the
     cross-project search: the judge over the first stage's ``pool`` (``judge_pool``, with
-    the cues of the query ``text``; timed into ``timings['judge']``), then the top
-    ``top_k`` numbered by final rank. Without a judge, or with an empty pool, the first
-    stage's order stands. Returns (ordered, judged pool, deep, results)."""
+    the cues of the query ``text``; timed into ``timings['judge']``), then
+    ``supersede_order`` by ``replaced_by`` (a map, or a function of the judged order
+    giving one: ``time_order``), then the top ``top_k`` numbered by final rank. Without a
+    judge, or with an empty pool, the first stage's order stands. Returns (ordered, judged
+    pool, deep, results)."""
     ordered, deep = pool, False
     if judge is not None and pool:
         t1 = time.perf_counter()
         ordered, pool, deep = judge_pool(pool, settings, judge, shallow_k, score=score, key=key, cues=analyze(text))
         timings["judge"] = (time.perf_counter() - t1) * 1000
+    if replaced_by is not None:
+        rb = replaced_by(ordered) if callable(replaced_by) else replaced_by
+        ordered = supersede_order(ordered, rb, key, "judge_score" if judge is not None and pool else "adjusted")
     results = ordered[: settings.top_k]
     for r, c in enumerate(results, 1):
         c.final_rank = r

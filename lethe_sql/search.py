@@ -72,14 +72,22 @@ class SearchResult:
     fused: float | None = None        # RRF score before suppression
     suppression: float | None = None  # decayed suppression for this query's cluster
     pool_rank: int | None = None      # rank after the first stage (and suppression)
+    superseded_by: tuple[str, ...] = ()   # the current versions of this memory; () when it is current
+    superseded_at: datetime | None = None  # valid_to: when the first memory replacing it was written
 
     @property
     def reranked(self) -> bool:
         return self.judge is not None
 
+    @property
+    def is_current(self) -> bool:
+        return not self.superseded_by
+
     def as_dict(self) -> dict:
         d = asdict(self)
         d["created_at"] = self.created_at.isoformat() if self.created_at else None
+        d["superseded_by"] = list(self.superseded_by)
+        d["superseded_at"] = self.superseded_at.isoformat() if self.superseded_at else None
         return d
 
 
@@ -113,9 +121,13 @@ def run_search(con, query: str, qvec, *, mode: str = "hybrid", top_k: int = 10, 
     # prepared once per connection and (mode, k, depth): lethe_sql.prepared
     cur = statement(search_sql(mode), tuple(args), **sizes).execute(con, **values)
     names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, row)) for row in cur.fetchall()]
+    from .revisions import superseders
+
+    stale = superseders(con, [r["id"] for r in rows])
     out = []
-    for row in cur.fetchall():
-        r = dict(zip(names, row))
+    for r in rows:
+        s = stale.get(r["id"])
         out.append(
             SearchResult(
                 rank=int(r["rank"]),
@@ -132,6 +144,8 @@ def run_search(con, query: str, qvec, *, mode: str = "hybrid", top_k: int = 10, 
                 bm25_score=r["bm25_score"],
                 dense_rank=r["dense_rank"],
                 dense_score=r["dense_score"],
+                superseded_by=s.heads if s else (),
+                superseded_at=s.since if s else None,
             )
         )
     return out

@@ -54,9 +54,11 @@ class Settings:
     rif_final_alpha: float = 0.0
     refit_growth: float = 1.5       # refit k-means when the log grew by this factor since the last fit
     lifecycle: bool = True
-    dedup: bool = True              # merge near-duplicates on write (lethe_sql/dedup.py)
-    dedup_threshold: float = 0.95   # cosine at or above which two entries merge; 0 or >= 1 disables
-    dedup_max_batch: int = 20000    # larger write batches skip on-write detection (run `lethe dedupe`)
+    dedup: bool = True              # merge duplicates (the same words) on write (lethe_sql/dedup.py)
+    # Revisions (lethe_sql/revisions.py): detect, on write, that a newer memory supersedes an
+    # older one, and rank the current version first for questions about the present.
+    # Declared links (supersedes= markers) are kept either way.
+    revisions: bool = True
 
     def with_(self, **kw) -> "Settings":
         return replace(self, **{k: v for k, v in kw.items() if v is not None})

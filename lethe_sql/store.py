@@ -19,15 +19,16 @@ import os
 import re
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from .db import connect, store_vectors_plain
 from .errors import LetheError, NotAProject, UsageError
 from .ingest import IndexReport, Progress, apply_changes, check_model, scan, token_index_add
 from .markdown import Document
-from .prepared import forget
+from .prepared import forget as forget_statements
 from .search import SearchResult, clean_query, run_search
 from .settings import load_settings
 
@@ -53,6 +54,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:  # a new file gets what open() would give it, not mkstemp's 0600
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -78,14 +83,39 @@ def append_section(memory_dir: Path, path: Path, section: str, *, unless: str | 
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _as_section(text: str, when: datetime, heading: str | None) -> str:
+def _as_section(text: str, when: datetime, heading: str | None, supersedes: Sequence[str] = ()) -> str:
     body = text.replace("\r\n", "\n").strip()
     # Headings inside a memory would split it on reindex: demote them to ####.
     body = _HEADING_LINE.sub("####", body)
     title = when.strftime("%Y-%m-%d %H:%M:%S")
     if heading:
         title += f" {' '.join(heading.split())}"
-    return f"## {title}\n\n{body}\n"
+    marker = "<!-- lethe source=add" + (f" supersedes={','.join(supersedes)}" if supersedes else "") + " -->"
+    return f"## {title}\n{marker}\n\n{body}\n"
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What ``MemoryStore.add_memory`` did: ``status`` is ``added``, ``revises`` (added, and
+    it supersedes ``revises``) or ``duplicate`` (``id`` already held these words)."""
+
+    id: str
+    status: str
+    revises: tuple[str, ...] = ()
+    redacted: int = 0
+    written: bool = True      # whether a section was appended to the memory file
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "status": self.status, "revises": list(self.revises),
+                "duplicate_of": self.id if self.status == "duplicate" else None,
+                "redacted": self.redacted, "written": self.written}
+
+    def message(self) -> str:
+        if self.status == "duplicate":
+            return f"duplicate of {self.id}" + ("" if self.written else " (already in memory: nothing written)")
+        if self.revises:
+            return f"added {self.id} (revises {', '.join(self.revises)})"
+        return f"added {self.id}"
 
 
 class MemoryStore:
@@ -196,8 +226,25 @@ class MemoryStore:
             report.entries_added, report.entries_removed = apply_changes(
                 con, self._embed, changed, progress, settings=self.settings, report=report
             )
-        if changed or rebuild:
-            forget(con)  # prepared search statements plan again, against the new data
+        from .dedup import restore_distinct
+
+        report.entries_restored = restore_distinct(self)  # once: what an older dedup rule hid
+        if rebuild:
+            from .revisions import redetect
+
+            con.execute("BEGIN TRANSACTION")
+            try:
+                report.revisions_detected = redetect(con, report.warnings)
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+        if changed or rebuild or report.entries_restored:
+            forget_statements(con)  # prepared search statements plan again, against the new data
+            if self.db_path != ":memory:":
+                from .revisions import write_sidecar
+
+                write_sidecar(con, Path(self.db_path).parent)
         report.entries_total = con.execute("SELECT count(*) FROM entries").fetchone()[0]
         report.seconds = time.perf_counter() - t0
         return report
@@ -259,17 +306,23 @@ class MemoryStore:
                 con.execute(f"DELETE FROM fts_main_entries.{t}")
             fts_add_all(con)
 
-    def add(self, text: str, *, heading: str | None = None, when: datetime | None = None) -> str:
-        """Append ``text`` as a timestamped section of today's file and index it; returns its id."""
-        return self.add_counted(text, heading=heading, when=when)[0]
+    def add(self, text: str, *, heading: str | None = None, when: datetime | None = None,
+            supersedes: Sequence[str] = ()) -> str:
+        """Append ``text`` as a timestamped section of today's file and index it; returns
+        the id of the memory that holds it (``add_memory`` says more)."""
+        return self.add_memory(text, heading=heading, when=when, supersedes=supersedes).id
 
-    def add_counted(
-        self, text: str, *, heading: str | None = None, when: datetime | None = None
-    ) -> tuple[str, int]:
-        """``add``, returning (id, secrets redacted + private spans removed from text and heading)."""
+    def add_memory(
+        self, text: str, *, heading: str | None = None, when: datetime | None = None,
+        supersedes: Sequence[str] = (),
+    ) -> AddResult:
+        """``add``, saying what happened (``AddResult``). ``supersedes``: ids (or prefixes)
+        of memories this one replaces, written as a marker in its section. The same text
+        as a memory already indexed writes nothing (a retried add is one memory)."""
         self._require_writable()
         if text is None or not text.strip():
             raise UsageError("nothing to add: the memory text is empty")
+        from .markdown import parse
         from .privacy import scrub
 
         # lethe writes this file itself: private spans and secrets never reach it (privacy.py)
@@ -280,17 +333,47 @@ class MemoryStore:
         if not text.strip():
             raise UsageError("nothing to add: the memory is empty once its <private> spans are removed")
         when = when or datetime.now()
-        self.memory_dir.mkdir(parents=True, exist_ok=True)
         path = self.memory_dir / f"{when:%Y-%m-%d}.md"
-        section = _as_section(text, when, heading)
-        append_section(self.memory_dir, path, section)
-        from .markdown import parse
-
-        chunk = parse(section, path.name)
+        probe = parse(_as_section(text, when, heading), path.name)
+        if not probe:
+            raise UsageError("nothing to add: the memory holds no indexable text")
+        new_id = probe[-1].id
+        con = self.con
+        old = self._supersede_targets(new_id, supersedes)
+        if not old and con.execute("SELECT count(*) FROM entries WHERE id = ?", [new_id]).fetchone()[0]:
+            return AddResult(new_id, "duplicate", (), redacted, written=False)
+        self.memory_dir.mkdir(parents=True, exist_ok=True)
+        append_section(self.memory_dir, path, _as_section(text, when, heading, old))
         self.index()
-        if not chunk:
-            raise LetheError("the memory was written but holds no indexable text")
-        return chunk[-1].id, redacted
+        holder = con.execute("SELECT into_id FROM absorbed WHERE id = ?", [new_id]).fetchone()
+        if holder is not None:
+            return AddResult(holder[0], "duplicate", (), redacted)
+        if not con.execute("SELECT count(*) FROM entries WHERE id = ?", [new_id]).fetchone()[0]:
+            raise LetheError("the memory was written but is not in the index; run `lethe index`")
+        revises = tuple(r[0] for r in con.execute(
+            "SELECT old_id FROM revisions WHERE new_id = ? ORDER BY old_id", [new_id]).fetchall())
+        return AddResult(new_id, "revises" if revises else "added", revises, redacted)
+
+    def _supersede_targets(self, new_id: str, refs: Sequence[str]) -> tuple[str, ...]:
+        """The ids ``refs`` name, checked: each names one memory, none is ``new_id``, and no
+        link would close a revision cycle. UsageError otherwise, before anything is written."""
+        from . import revisions
+
+        out: list[str] = []
+        problems: list[str] = []
+        for ref in refs:
+            hit = revisions.resolve(self.con, ref)
+            if len(hit) != 1:
+                problems.append(f"{ref!r} names no memory" if not hit else f"{ref!r} matches more than one memory")
+            elif hit[0] == new_id:
+                problems.append(f"{hit[0]} has the same words as the new memory; a memory cannot supersede itself")
+            elif revisions.would_cycle(self.con, hit[0], new_id):
+                problems.append(f"{new_id} cannot supersede {hit[0]}: {hit[0]} already supersedes it (a revision cycle)")
+            else:
+                out.append(hit[0])
+        if problems:
+            raise UsageError("; ".join(problems))
+        return tuple(dict.fromkeys(out))
 
     def put_documents(
         self,
@@ -312,7 +395,7 @@ class MemoryStore:
         counts = apply_changes(
             self.con, self._embed, {source: (None, chunks)}, progress, settings=self.settings, report=report
         )
-        forget(self.con)  # prepared search statements plan again, against the new data
+        forget_statements(self.con)  # prepared search statements plan again, against the new data
         return counts
 
     def absorbed_map(self) -> dict[str, str]:
@@ -322,6 +405,97 @@ class MemoryStore:
         from .dedup import absorbed_map
 
         return absorbed_map(self.con)
+
+    # -- curating (lethe_sql/curate.py) -------------------------------------
+    def forget(self, ids: Iterable[str] = (), *, query: str | None = None, dry_run: bool = False):
+        """Forget memories by id (or prefix) or by ``query`` (those holding every word of
+        it): removed from the files lethe wrote, tombstoned in a person's; out of search
+        for good. Returns a ``curate.ForgetReport``; ``undo_forget`` takes it back."""
+        self._require_writable()
+        from .curate import forget
+
+        return forget(self, ids, query, dry_run=dry_run)
+
+    def undo_forget(self):
+        """Undo the last ``forget``; returns a ``curate.ForgetReport`` of what came back."""
+        self._require_writable()
+        from .curate import undo
+
+        return undo(self)
+
+    def list_memories(self, *, since=None, limit: int = 20) -> list[dict]:
+        """The newest memories first (``since``: a date), with their revision state."""
+        from .curate import list_memories
+
+        return list_memories(self, since=since, limit=limit)
+
+    def revisions(self, ident: str) -> list[dict]:
+        """Every version connected to memory ``ident`` (id or prefix) by revision links,
+        oldest first, each with what supersedes it."""
+        from . import revisions
+
+        eid = self._one_id(ident)
+        ids = revisions.chain(self.con, eid)
+        links = revisions.links(self.con, ids)
+        rows = self.con.execute(
+            "SELECT id, created_at, source, heading, text FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+            ["[" + ",".join(ids) + "]"],
+        ).fetchall()
+        meta = {r[0]: r[1:] for r in rows}
+        out = []
+        for i in ids:
+            at, source, heading, text = meta[i]
+            out.append({
+                "id": i, "created_at": at.isoformat() if at else None, "source": source, "heading": heading,
+                "text": text, "current": not any(link.old_id == i for link in links),
+                "supersedes": [{"id": link.old_id, "origin": link.origin, "reason": link.reason}
+                               for link in links if link.new_id == i],
+                "superseded_by": [link.new_id for link in links if link.old_id == i],
+            })
+        return out
+
+    def link(self, new: str, old: str) -> list[str]:
+        """Declare that memory ``new`` supersedes ``old`` (a marker in ``new``'s section);
+        returns the files changed."""
+        self._require_writable()
+        from .curate import add_marker
+
+        n, o = self._one_id(new), self._one_id(old)
+        self._supersede_targets(n, [o])
+        files = add_marker(self, n, "supersedes", o)
+        self.index()
+        return files
+
+    def unlink(self, a: str, b: str) -> list[str]:
+        """Remove the revision link between memories ``a`` and ``b`` (either direction): a
+        declared link loses its marker, a detected one gets a ``distinct=`` veto in the
+        newer memory's section. Returns the files changed."""
+        self._require_writable()
+        from .curate import add_marker, drop_marker
+
+        x, y = self._one_id(a), self._one_id(b)
+        rows = self.con.execute(
+            "SELECT old_id, new_id, origin FROM revisions WHERE (old_id = $1 AND new_id = $2) OR (old_id = $2 AND new_id = $1)",
+            [x, y],
+        ).fetchall()
+        if not rows:
+            raise UsageError(f"{x} and {y} are not linked; `lethe revisions {x}` shows its links")
+        files: list[str] = []
+        for old, new, origin in rows:
+            if origin == "declared":
+                files += drop_marker(self, new, "supersedes", {old})
+            else:
+                files += add_marker(self, new, "distinct", old)
+        self.index()
+        return sorted(set(files))
+
+    def _one_id(self, ident: str) -> str:
+        from . import revisions
+
+        hit = revisions.resolve(self.con, ident)
+        if len(hit) != 1:
+            raise UsageError(f"no memory with id {ident!r}" if not hit else f"{ident!r} matches more than one memory")
+        return hit[0]
 
     # -- reading -----------------------------------------------------------
     def embed_query(self, query: str):
@@ -405,6 +579,8 @@ class MemoryStore:
                 dense_rank=c.dense_rank, dense_score=c.dense_score,
                 judge=out.judge, judge_score=c.judge_score, fused=c.fused,
                 suppression=c.suppression, pool_rank=c.pool_rank,
+                superseded_by=c.superseded.heads if c.superseded else (),
+                superseded_at=c.superseded.since if c.superseded else None,
             )
             for c in out.results
         ]

@@ -21,10 +21,13 @@ SURFACE_MACROS = {
     "lethe_bm25_ctx", "lethe_fused",                              # context field, z-scored fusion
     "lethe_maxsim",                                               # late-interaction judge
     "lethe_cue", "lethe_suppression_at", "lethe_candidates",      # RIF
+    "lethe_as_of",                                                # revisions: what held at a time
 }
-SURFACE_VIEWS = {"lethe_memories", "lethe_suppression", "lethe_lifecycle"}
+SURFACE_VIEWS = {"lethe_memories", "lethe_suppression", "lethe_lifecycle",
+                 "lethe_revisions", "lethe_versions", "lethe_current"}
 TABLES = {"meta", "entries", "entry_sources", "source_files", "schema_migrations", "token_vectors", "token_df",
-          "query_log", "rif_centroids", "rif_suppression", "absorbed", "entry_context"}
+          "query_log", "rif_centroids", "rif_suppression", "absorbed", "entry_context",
+          "revisions", "revision_candidates", "section_marks", "forgotten"}
 
 
 def test_connect_creates_schema_and_loads_fts_offline(tmp_path):

@@ -16,8 +16,8 @@ def test_add_appends_a_timestamped_section_and_indexes_it(project):
     i2 = project.add("Use ruff, not flake8.", when=when.replace(hour=15), heading="lint decision")
     text = (project.memory_dir / "2026-11-03.md").read_text()
     assert text == (
-        "## 2026-11-03 14:02:05\n\nThe staging Postgres listens on 5433.\n\n"
-        "## 2026-11-03 15:02:05 lint decision\n\nUse ruff, not flake8.\n"
+        "## 2026-11-03 14:02:05\n<!-- lethe source=add -->\n\nThe staging Postgres listens on 5433.\n\n"
+        "## 2026-11-03 15:02:05 lint decision\n<!-- lethe source=add -->\n\nUse ruff, not flake8.\n"
     )
     rows = project.con.execute("SELECT id, created_at, heading FROM entries ORDER BY created_at").fetchall()
     assert rows == [(i1, when, "2026-11-03 14:02:05"), (i2, when.replace(hour=15), "2026-11-03 15:02:05 lint decision")]

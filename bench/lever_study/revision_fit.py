@@ -1,0 +1,145 @@
+"""Fit the revision model (lethe_sql/revisions.py: _MEAN, _SD, _WEIGHTS, _BIAS) on the
+tune projects of the development update set and the tune conversations of LoCoMo dev7,
+and print the constants.
+
+    .venv/bin/python bench/lever_study/revision_fit.py [--projects p01,p02,p04,p05,p07] \
+        [--locomo ../shared/data/locomo/locomo-dev7.json.gz] [--check p03,...]
+
+Candidate pairs are what the product scores: each memory against its NEIGHBOURS nearest
+older memories (revisions._older_neighbours over the whole store). A pair of the update
+set is positive when both memories belong to one chain of the set (the pairs its current
+and past questions imply). Every pair of conversation turns is a negative: chat turns
+of one speaker weeks apart share names and words, and are not revisions of each other;
+without them the model linked 14,000 LoCoMo turn pairs. A seeded sample of as many
+conversation pairs as there are update-set pairs is used. The model is an
+L2-regularised logistic regression on the standardised features (plain numpy,
+full-batch gradient descent, fixed iterations). ``--check`` prints precision and recall
+at LINK_AT on other projects: run it once, on the report projects, after the constants
+are fixed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import updates as U  # noqa: E402
+from lethe_sql import MemoryStore, revisions as R  # noqa: E402
+
+TUNE = "p01,p02,p04,p05,p07"
+
+
+def pairs(project_ids: list[str], emb) -> tuple[np.ndarray, np.ndarray]:
+    X, y = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in U.load(REPO / "bench" / "data" / "updates", project_ids):
+            root = Path(tmp) / p.id
+            U.write_project(p, root)
+            chains = U._chains(U._gold_pairs(p))
+            chain_of = {x: k for k, s in enumerate(chains) for x in s}
+            with MemoryStore(root, embedder=emb) as st:
+                st.settings = st.settings.with_(revisions=False)
+                st.index()
+                back = {v: k for k, v in U._ids(st, p).items()}
+                con = st.con
+                ids = [r[0] for r in con.execute("SELECT id FROM entries ORDER BY id").fetchall()]
+                from lethe_sql.dedup import fetch_vectors
+
+                all_ids, _, mat = fetch_vectors(con)
+                found = R._older_neighbours(con, all_ids, mat, {})
+                meta = {r[0]: R.Memory(*r) for r in con.execute(
+                    "SELECT id, text, heading, created_at, source, position FROM entries").fetchall()}
+                df = dict(con.execute("SELECT term, df FROM fts_main_entries.dict").fetchall())
+                for old, new, cos, rank in found:
+                    X.append(R.pair_features(meta[old], meta[new], cos, rank, df, len(ids)))
+                    bo, bn = back.get(old), back.get(new)
+                    y.append(float(bo in chain_of and chain_of.get(bo) == chain_of.get(bn)))
+    return np.asarray(X), np.asarray(y)
+
+
+def conversation_pairs(path: Path, emb, n: int, seed: int = 0) -> np.ndarray:
+    """Features of ``n`` seeded candidate pairs of the LoCoMo tune conversations (negatives)."""
+    from bench.locomo import load, split_conversations
+    from bench.runner import build_store
+    from bench.data import Corpus
+
+    bench = load(path, "turn-global")
+    corpus = bench.corpora[0]
+    cids = sorted({it.id.split(":")[0] for it in corpus.items})
+    tune = set(split_conversations(cids, 0)["tune"])
+    items = [it for it in corpus.items if it.id.split(":")[0] in tune]
+    X = []
+    with tempfile.TemporaryDirectory() as tmp:
+        with MemoryStore(Path(tmp) / "c", embedder=emb) as st:
+            st.settings = st.settings.with_(revisions=False)
+            build_store(st, Corpus("tune", items, []), "locomo/tune")
+            con = st.con
+            from lethe_sql.dedup import fetch_vectors
+
+            all_ids, _, mat = fetch_vectors(con)
+            found = R._older_neighbours(con, all_ids, mat, {})
+            meta = {r[0]: R.Memory(*r) for r in con.execute(
+                "SELECT id, text, heading, created_at, source, position FROM entries").fetchall()}
+            df = dict(con.execute("SELECT term, df FROM fts_main_entries.dict").fetchall())
+            rng = np.random.default_rng(seed)
+            for k in rng.choice(len(found), size=min(n, len(found)), replace=False):
+                old, new, cos, rank = found[int(k)]
+                X.append(R.pair_features(meta[old], meta[new], cos, rank, df, len(all_ids)))
+    return np.asarray(X)
+
+
+def fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 4000, lr: float = 0.5):
+    mu, sd = X.mean(0), X.std(0) + 1e-9
+    Z = np.c_[(X - mu) / sd, np.ones(len(X))]
+    w = np.zeros(Z.shape[1])
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-Z @ w))
+        w -= lr * (Z.T @ (p - y) / len(y) + l2 * np.r_[w[:-1], 0] / len(y))
+    return mu, sd, w[:-1], w[-1]
+
+
+def report(name: str, X, y, model) -> None:
+    mu, sd, w, b = model
+    p = 1 / (1 + np.exp(-(((X - mu) / sd) @ w + b)))
+    pred = p >= R.LINK_AT
+    tp, fp, fn = int((pred & (y == 1)).sum()), int((pred & (y == 0)).sum()), int((~pred & (y == 1)).sum())
+    print(f"{name}: {len(y)} pairs, {int(y.sum())} positive; at {R.LINK_AT}: precision {tp / max(tp + fp, 1):.3f} "
+          f"recall {tp / max(tp + fn, 1):.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--projects", default=TUNE)
+    ap.add_argument("--check", default=None)
+    ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
+    a = ap.parse_args()
+    from bench.runner import make_embedder
+
+    emb = make_embedder(True, token_index=True)
+    X, y = pairs(a.projects.split(","), emb)
+    if a.locomo:
+        C = conversation_pairs(Path(a.locomo), emb, len(X))
+        print(f"{len(X)} update-set pairs ({int(y.sum())} positive), {len(C)} conversation pairs (negative)")
+        X, y = np.r_[X, C], np.r_[y, np.zeros(len(C))]
+    model = fit(X, y)
+    mu, sd, w, b = model
+    print("_MEAN = (" + ", ".join(f"{x:.4f}" for x in mu) + ")")
+    print("_SD = (" + ", ".join(f"{x:.4f}" for x in sd) + ")")
+    print("_WEIGHTS = (" + ", ".join(f"{x:.4f}" for x in w) + ")")
+    print(f"_BIAS = {b:.4f}")
+    print("# " + ", ".join(f"{n} {x:+.2f}" for n, x in zip(R.FEATURES, w)))
+    report("fit", X, y, model)
+    if a.check:
+        Xc, yc = pairs(a.check.split(","), emb)
+        report("check", Xc, yc, model)
+
+
+if __name__ == "__main__":
+    main()

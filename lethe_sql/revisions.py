@@ -1,0 +1,701 @@
+"""Revisions: a newer memory that restates a subject with changed content supersedes the older one.
+
+Links live in the ``revisions`` table (new_id supersedes old_id) and come from two places:
+
+* **declared**: a ``<!-- lethe supersedes=ID -->`` marker in the newer memory's section
+  (``lethe add --supersedes ID`` writes one; a person may write one by hand). The
+  markdown is the source of truth: every pass re-derives the declared links from the
+  markers of the indexed sections (``section_marks``), so a rebuild restores them.
+* **detected**: when a memory is indexed, its nearest older memories (cosine) are
+  checked by :func:`classify`; a pair that passes is linked. A ``<!-- lethe distinct=ID
+  -->`` marker vetoes a detected link between its section and ID (``lethe revisions ID
+  --unlink OTHER`` writes one).
+
+A link needs the two memories' dates to be ordered (the newer one is written later);
+declared links are taken as written. No link may close a cycle: a declared link that
+would is ignored with a warning, a detected one silently.
+
+Searches read the links (``pipeline``): for a question about the present, a superseded
+memory ranks below every memory in the pool that supersedes it, and the current version
+of a superseded memory in the pool is pulled into the pool when it is missing; a
+question about the past (``cues.asks_past``) is ranked as if there were no links. Every
+result says when it was superseded and by what.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Sequence
+
+import numpy as np
+
+#: each memory is scored against this many of its nearest older memories (cosine)
+NEIGHBOURS = 10
+#: no pair below this cosine is scored
+COS_FLOOR = 0.3
+#: batches of more new memories than this skip detection (warning; `lethe index --rebuild`)
+MAX_DETECT_BATCH = 20000
+#: a scored pair at or above this probability is a link (a detected revision)
+LINK_AT = 0.3
+#: a question about the present ranks the newer of two memories among its top
+#: ``PROMOTE_TOP`` first when their pair scored at least this (no link is recorded)
+PROMOTE_AT = 0.07
+PROMOTE_TOP = 10
+
+_WORD = re.compile(r"\w+")
+_HEX = re.compile(r"^[0-9a-f]{4,16}$")
+_TIMESTAMP = re.compile(r"^\s*(?:\d{4}-\d{2}-\d{2}[ T]?)?(?:\d{1,2}:\d{2}(?::\d{2})?)?\s*")
+
+# Function words that say nothing about a memory's subject. Negations are NOT here:
+# "uses X" and "no longer uses X" differ.
+_FUNCTION = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being am
+    do does did has have had having i me my we our you your he him his she her it its they them their
+    this that these those there here so than too very can could will would should may might must
+    just about into over after up down out off then once all any both each few more most other some
+    such only own same s also via per""".split()
+)
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "nor", "without", "cannot", "t", "neither"})
+# Words that announce a change of state in the newer memory.
+_CHANGE = re.compile(
+    r"\b(now|instead|replac\w*|switch\w*|mov(?:e|ed|es|ing)|migrat\w*|chang\w*|no longer|any ?more|"
+    r"updat\w*|renam\w*|bump\w*|upgrad\w*|downgrad\w*|revert\w*|dropp?\w*|deprecat\w*|supersed\w*|"
+    r"rais\w*|lower\w*|increas\w*|decreas\w*|reduc\w*|extend\w*|shorten\w*|from\b.{1,60}?\bto\b|"
+    r"was\b.{1,60}?\bis\b|went|handed|took over|takes over|reassign\w*|new)\b",
+    re.I,
+)
+_DATE_REF = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b|\b(\d{2})-(\d{2})\b")
+
+
+def words(text: str) -> list[str]:
+    """Content words: the BM25 tokens of ``text`` (``cues.tokens``), function words left out."""
+    from .cues import tokens
+
+    return [w for w in tokens(text) if w not in _FUNCTION]
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What detection reads of a memory."""
+
+    id: str
+    text: str
+    heading: str | None
+    at: datetime | None
+    source: str | None = None
+    position: int | None = None
+
+    def before(self, other: "Memory") -> bool:
+        """Written before ``other``: an earlier date, or the same date and an earlier
+        section of the same file (files are written in time order)."""
+        if self.at is None or other.at is None:
+            return False
+        if self.at != other.at:
+            return self.at < other.at
+        return (self.source is not None and self.source == other.source and self.position is not None
+                and other.position is not None and self.position < other.position)
+
+
+#: the pair features, in model order (``pair_features``)
+FEATURES = ("cos", "near", "covers_old", "covers_new", "rarest_shared", "change_words", "names_date",
+            "gap", "jaccard", "same_heading", "shared_identifiers", "short")
+# A logistic model over the standardised features, fitted on the tune projects of the
+# development set (bench/data/updates; bench/lever_study/revision_fit.py prints these).
+_MEAN = (0.5178, 0.3500, 0.1201, 0.1097, 0.2509, 0.3074, 0.0010, 0.6316, 0.0896, 0.3012, 0.0329, 0.0153)
+_SD = (0.1440, 0.2948, 0.1161, 0.1047, 0.1397, 0.4614, 0.0312, 0.2928, 0.0732, 0.2738, 0.1164, 0.1227)
+_WEIGHTS = (-0.4130, 1.1018, 1.0951, 0.8022, -0.4576, 0.9462, 0.0872, 0.9790, -1.0089, 0.3264, 0.6503, -0.6312)
+_BIAS = -5.2241
+
+
+def _idf(df: dict[str, int], n_docs: int):
+    def idf(t: str) -> float:
+        d = df.get(t, 0)
+        return math.log((n_docs - d + 0.5) / (d + 0.5) + 1.0)
+
+    return idf
+
+
+def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int) -> list[float]:
+    """The features of the pair (``FEATURES``): ``cos`` the cosine of their embeddings,
+    ``rank`` the place of ``old`` among ``new``'s nearest older memories (0: nearest),
+    ``df``/``n_docs`` the BM25 document frequencies of the store (IDF weights)."""
+    idf = _idf(df, n_docs)
+    a, b = set(words(old.text)), set(words(new.text))
+    shared = a & b
+    w_a = sum(idf(t) for t in a) or 1.0
+    w_b = sum(idf(t) for t in b) or 1.0
+    w_s = sum(idf(t) for t in shared)
+    rarest = max((idf(t) for t in shared), default=0.0)
+    gap_days = max((new.at - old.at).days, 0) if old.at and new.at else 0
+    ha = set(words(_TIMESTAMP.sub("", old.heading or "")))
+    hb = set(words(_TIMESTAMP.sub("", new.heading or "")))
+    heading = 0.0
+    if ha and hb:
+        heading = sum(idf(t) for t in ha & hb) / max(min(sum(idf(t) for t in ha), sum(idf(t) for t in hb)), 1e-9)
+    return [
+        float(cos),
+        1.0 / (1.0 + rank),
+        w_s / w_a,
+        w_s / w_b,
+        rarest / 10.0,
+        1.0 if _CHANGE.search(new.text or "") else 0.0,
+        1.0 if old.at and _refers_to_date(new.text or "", old.at) else 0.0,
+        math.log1p(gap_days) / 5.0,
+        len(shared) / max(len(a | b), 1),
+        heading,
+        min(sum(1 for t in _identifiers(old.text) & _identifiers(new.text)), 3) / 3.0,
+        1.0 if min(len(a), len(b)) < 5 else 0.0,
+    ]
+
+
+#: standardised features are clipped to this many standard deviations: the model is
+#: linear, and far outside what it was fitted on (a two-word chat turn whose words all
+#: recur, a gap of years) a linear score means nothing
+CLIP_Z = 3.0
+
+
+_IDENT = re.compile(r"`[^`\n]{1,80}`|[\w./:-]*[\d_./][\w./:-]*")
+
+
+def _identifiers(text: str) -> set[str]:
+    """Tokens that name a thing exactly: code spans and words holding a digit, ``_``, ``.``
+    or ``/`` (ports, versions, paths, config keys, hosts), lowercased."""
+    out = set()
+    for m in _IDENT.finditer(text or ""):
+        tok = m.group(0).strip("`.:/-").lower()
+        if len(tok) >= 2 and any(c.isalnum() for c in tok):
+            out.add(tok)
+    return out
+
+
+def probability(features: Sequence[float]) -> float:
+    """The model's probability that the newer memory supersedes the older one."""
+    z = _BIAS + sum(w * max(-CLIP_Z, min(CLIP_Z, (x - m) / s))
+                    for x, m, s, w in zip(features, _MEAN, _SD, _WEIGHTS))
+    return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    revision: bool
+    score: float
+    reason: str
+
+
+def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int) -> Verdict:
+    """Whether ``new`` supersedes ``old``: the model's probability (``LINK_AT``), with a
+    reason a person can check. Pure: the same inputs always get the same verdict. Only a
+    pair ordered in time is ever a revision."""
+    if not old.before(new):
+        return Verdict(False, 0.0, "not ordered in time")
+    swapped = _restated(old.text, new.text, cos)
+    if swapped:
+        return Verdict(True, 0.99, f"restated with changed words: {swapped}")
+    f = pair_features(old, new, cos, rank, df, n_docs)
+    p = probability(f)
+    idf = _idf(df, n_docs)
+    shared = sorted(set(words(old.text)) & set(words(new.text)), key=lambda t: (-idf(t), t))[:3]
+    why = [f"same subject ({', '.join(shared)})" if shared else f"similar (cosine {cos:.2f})"]
+    if f[FEATURES.index("change_words")]:
+        why.append("announces a change")
+    if f[FEATURES.index("names_date")]:
+        why.append(f"names the older memory's date ({old.at:%Y-%m-%d})")
+    return Verdict(p >= LINK_AT, round(p, 4), ", ".join(why))
+
+
+#: a restatement: at least this cosine, and at most this many words swapped each way
+RESTATED_COS = 0.85
+RESTATED_WORDS = 4
+
+
+def _restated(old_text: str, new_text: str, cos: float) -> str:
+    """"x -> y" when the newer text says the older one again with some words swapped
+    ("listens on port 5433" / "port 5434"; "uses requests" / "uses httpx"; "is" / "is
+    not"), else "". The model cannot see this case (its training pairs are paraphrased),
+    and it is the plainest revision there is."""
+    if cos < RESTATED_COS:
+        return ""
+    a, b = words(old_text), words(new_text)
+    sa, sb = set(a), set(b)
+    gone, came = sa - sb, sb - sa
+    if not (gone or came) or len(gone) > RESTATED_WORDS or len(came) > RESTATED_WORDS:
+        return ""
+    if len(sa & sb) < max(2, 0.6 * min(len(sa), len(sb))):
+        return ""
+    if not gone and not (came & _NEGATIONS):
+        return ""  # only words added: an elaboration, not a change (unless it negates)
+    if not came and not (gone & _NEGATIONS):
+        return ""  # only words dropped
+    return f"{', '.join(sorted(gone)) or '-'} -> {', '.join(sorted(came)) or '-'}"
+
+
+def _refers_to_date(text: str, when: datetime) -> bool:
+    for m in _DATE_REF.finditer(text):
+        if m.group(1):
+            if (int(m.group(1)), int(m.group(2)), int(m.group(3))) == (when.year, when.month, when.day):
+                return True
+        elif (int(m.group(4)), int(m.group(5))) == (when.month, when.day):
+            return True
+    return False
+
+
+# -- the links in the store --------------------------------------------------------
+
+
+def resolve(con, ref: str) -> list[str]:
+    """Entry ids matching ``ref`` (an id, or a prefix of at least 4 hex digits)."""
+    ref = (ref or "").strip().lower()
+    if not _HEX.match(ref):
+        return []
+    rows = con.execute(
+        "SELECT id FROM entries WHERE id = $1 OR starts_with(id, $1) ORDER BY id LIMIT 3", [ref]
+    ).fetchall()
+    exact = [r[0] for r in rows if r[0] == ref]
+    return exact or [r[0] for r in rows]
+
+
+def _keeper(con, ref: str) -> list[str]:
+    """``resolve``, following a duplicate merged into another memory to that memory."""
+    hit = resolve(con, ref)
+    if hit:
+        return hit
+    ref = ref.strip().lower()
+    if not _HEX.match(ref):
+        return []
+    rows = con.execute(
+        "SELECT DISTINCT into_id FROM absorbed WHERE id = $1 OR starts_with(id, $1) LIMIT 3", [ref]
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+class _Graph:
+    """Superseded-by edges, for cycle checks: old -> {new}."""
+
+    def __init__(self, links: Iterable[tuple[str, str]] = ()) -> None:
+        self.up: dict[str, set[str]] = {}
+        for old, new in links:
+            self.add(old, new)
+
+    def add(self, old: str, new: str) -> None:
+        self.up.setdefault(old, set()).add(new)
+
+    def reaches(self, a: str, b: str) -> bool:
+        """Whether ``b`` supersedes ``a``, directly or through other versions."""
+        seen, todo = {a}, [a]
+        while todo:
+            for n in self.up.get(todo.pop(), ()):
+                if n == b:
+                    return True
+                if n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+        return False
+
+    def would_cycle(self, old: str, new: str) -> bool:
+        return old == new or self.reaches(new, old)
+
+
+def would_cycle(con, old: str, new: str) -> bool:
+    """Whether linking ``new`` supersedes ``old`` would close a cycle with the stored links."""
+    return _Graph(con.execute("SELECT old_id, new_id FROM revisions").fetchall()).would_cycle(old, new)
+
+
+def replace_marks(con, sources: Sequence[str], chunks: Iterable[tuple[str, object]], forgotten: Iterable[tuple[str, str]]) -> None:
+    """Store the markers of the sections of ``sources`` (``chunks``: (source, Chunk)) and
+    their tombstones (``forgotten``: (source, id)), replacing what those sources held."""
+    import pyarrow as pa
+
+    src = list(sources)
+    con.execute("DELETE FROM section_marks WHERE source IN (SELECT unnest(?::VARCHAR[]))", [src])
+    con.execute("DELETE FROM forgotten WHERE source IN (SELECT unnest(?::VARCHAR[]))", [src])
+    rows = [(s, c.position, c.id, kind, t) for s, c in chunks
+            for kind, targets in (("supersedes", c.marks.supersedes), ("distinct", c.marks.distinct)) for t in targets]
+    if rows:
+        con.register("_lethe_marks", pa.table({
+            "source": [r[0] for r in rows], "position": pa.array([r[1] for r in rows], pa.int32()),
+            "id": [r[2] for r in rows], "kind": [r[3] for r in rows], "target": [r[4] for r in rows]}))
+        con.execute("INSERT INTO section_marks SELECT source, position, id, kind, target FROM _lethe_marks")
+        con.unregister("_lethe_marks")
+    gone = sorted(set(forgotten))
+    if gone:
+        con.execute(
+            "INSERT OR IGNORE INTO forgotten SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+            [[g[1] for g in gone], [g[0] for g in gone]],
+        )
+
+
+def _marker_links(con, kind: str, warn_sources: set[str], warnings: list[str]) -> list[tuple[str, str, str]]:
+    """(section's entry id, resolved target, where) for every marker of ``kind``; a target
+    that names no memory is warned about when its source was (re)read in this pass."""
+    out = []
+    rows = con.execute(
+        """SELECT m.source, m.position, m.id, m.target, o.heading FROM section_marks AS m
+           LEFT JOIN entry_sources AS o USING (source, position)
+           WHERE m.kind = ? ORDER BY m.source, m.position, m.target""",
+        [kind],
+    ).fetchall()
+    for source, position, sid, target, heading in rows:
+        where = f"{source} › {heading}" if heading else source
+        me = _keeper(con, sid)
+        if len(me) != 1:
+            continue  # the section itself is not indexed (an empty or forgotten one)
+        eid = me[0]
+        hit = _keeper(con, target)
+        if len(hit) != 1:
+            if source in warn_sources:
+                why = "names no memory" if not hit else "matches more than one memory; give more of the id"
+                warnings.append(f"{where}: marker {kind}={target} {why}; ignored")
+            continue
+        out.append((eid, hit[0], where))
+    return out
+
+
+def sync(con, *, sources: Sequence[str], new: Sequence[tuple[str, object]], vectors: np.ndarray | None,
+         warnings: list[str], detect: bool = True) -> dict:
+    """After a pass changed ``sources`` and inserted ``new`` ((source, Chunk), with their
+    ``vectors``): drop links to memories that are gone, re-derive the declared links from
+    the markers, detect links for the new memories, apply vetoes. Runs inside the
+    caller's transaction. Returns counts."""
+    for table in ("revisions", "revision_candidates"):
+        con.execute(
+            f"DELETE FROM {table} WHERE old_id NOT IN (SELECT id FROM entries) OR new_id NOT IN (SELECT id FROM entries)"
+        )
+    graph = _Graph()
+    con.execute("DELETE FROM revisions WHERE origin = 'declared'")
+    declared = 0
+    marked = _marker_links(con, "supersedes", set(sources), warnings)
+    if marked:
+        # links that agree with the memories' dates first: in a cycle of markers, those win
+        when = dict(con.execute(
+            "SELECT id, created_at FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+            ["[" + ",".join(sorted({x for m in marked for x in m[:2]})) + "]"],
+        ).fetchall())
+        marked.sort(key=lambda m: (not (when.get(m[1]) and when.get(m[0]) and when[m[1]] < when[m[0]]), m[2], m[0]))
+    for new_id, old_id, where in marked:
+        if graph.would_cycle(old_id, new_id):
+            if any(where.startswith(s) for s in sources):
+                warnings.append(f"{where}: supersedes={old_id} would make a revision cycle; ignored")
+            continue
+        graph.add(old_id, new_id)
+        con.execute(
+            "INSERT OR REPLACE INTO revisions (old_id, new_id, origin, reason, score) VALUES (?, ?, 'declared', ?, 1.0)",
+            [old_id, new_id, f"marker in {where}"],
+        )
+        declared += 1
+    vetoes = {frozenset((a, b)) for a, b, _ in _marker_links(con, "distinct", set(sources), warnings)}
+    detected = 0
+    if detect and new and vectors is not None and len(new):
+        if len(new) > MAX_DETECT_BATCH:
+            warnings.append(
+                f"revision detection skipped: {len(new)} new memories is more than {MAX_DETECT_BATCH} in one pass; "
+                "run `lethe index --rebuild` to detect revisions over the whole store"
+            )
+        else:
+            detected = _detect(con, [c.id for _, c in new], np.asarray(vectors, dtype=np.float32), graph, vetoes)
+    if vetoes:
+        for pair in vetoes:
+            a, b = sorted(pair)
+            con.execute(
+                "DELETE FROM revisions WHERE origin = 'detected' AND ((old_id = ? AND new_id = ?) OR (old_id = ? AND new_id = ?))",
+                [a, b, b, a],
+            )
+    return {"declared": declared, "detected": detected}
+
+
+# "older than the memory written at $at in $src at $pos" (Memory.before), and its mirror
+_OLDER = "(created_at < $at OR (created_at = $at AND source = $src AND position < $pos))"
+_NEWER = "(created_at > $at OR (created_at = $at AND source = $src AND position > $pos))"
+
+
+def _older_neighbours(con, ids: list[str], vecs: np.ndarray, at: dict) -> list[tuple[str, str, float, int]]:
+    """(old id, new id, cosine, rank) for each new memory's ``NEIGHBOURS`` nearest older
+    memories, and for each existing newer memory that a new one joins among its nearest
+    older memories (a memory indexed after newer ones)."""
+    from .dedup import fetch_vectors
+
+    out: list[tuple[str, str, float, int]] = []
+    batch = set(ids)
+    if len(ids) <= 16:
+        from .vectors import vec_literal
+
+        for i, v in zip(ids, vecs):
+            when, src, pos = at.get(i, (None, None, None))
+            if when is None:
+                continue
+            lit = vec_literal(v)
+            rows = con.execute(
+                f"""SELECT id, array_inner_product(embedding, CAST($v AS FLOAT[384])) AS c FROM entries
+                    WHERE embedding IS NOT NULL AND {_OLDER} ORDER BY c DESC, id LIMIT $k""",
+                {"v": lit, "at": when, "src": src, "pos": pos, "k": NEIGHBOURS},
+            ).fetchall()
+            out += [(o, i, float(c), r) for r, (o, c) in enumerate(rows) if c >= COS_FLOOR]
+            newer = con.execute(
+                f"""SELECT id, created_at, source, position, embedding::VARCHAR,
+                           array_inner_product(embedding, CAST($v AS FLOAT[384])) AS c FROM entries
+                    WHERE embedding IS NOT NULL AND {_NEWER} AND c >= $floor ORDER BY c DESC, id LIMIT $k""",
+                {"v": lit, "at": when, "src": src, "pos": pos, "floor": COS_FLOOR, "k": NEIGHBOURS},
+            ).fetchall()
+            for y, y_at, y_src, y_pos, y_vec, c in newer:
+                if y in batch:
+                    continue  # its own older neighbours are computed above
+                rank = con.execute(
+                    f"""SELECT count(*) FROM entries WHERE embedding IS NOT NULL AND {_OLDER} AND id <> $me
+                        AND array_inner_product(embedding, CAST($v AS FLOAT[384])) > $c""",
+                    {"at": y_at, "src": y_src, "pos": y_pos, "me": i, "v": y_vec, "c": c},
+                ).fetchone()[0]
+                if rank < NEIGHBOURS:
+                    out.append((i, y, float(c), int(rank)))
+        return out
+    all_ids, _, mat = fetch_vectors(con)
+    if not all_ids:
+        return out
+    facts = {r[0]: r[1:] for r in con.execute("SELECT id, created_at, source, position FROM entries").fetchall()}
+    big = np.datetime64("9999-12-31")
+    when = np.array([np.datetime64(facts[x][0]) if facts[x][0] else big for x in all_ids], dtype="datetime64[us]")
+    known = np.array([facts[x][0] is not None for x in all_ids])
+    src_codes = {s: n for n, s in enumerate(sorted({str(facts[x][1]) for x in all_ids}))}
+    srcs = np.array([src_codes[str(facts[x][1])] for x in all_ids])
+    poss = np.array([facts[x][2] if facts[x][2] is not None else -1 for x in all_ids])
+    pos = {x: k for k, x in enumerate(all_ids)}
+
+    def older_than(k: int) -> np.ndarray:
+        same = (when == when[k]) & (srcs == srcs[k]) & (poss < poss[k]) & (poss >= 0)
+        return known & ((when < when[k]) | same)
+
+    rows = [pos[i] for i in ids if i in pos and facts[i][0] is not None]
+    outside = np.array([x not in batch for x in all_ids])
+    for s0 in range(0, len(rows), 512):
+        block = rows[s0:s0 + 512]
+        sims = mat[block] @ mat.T
+        for r, k in enumerate(block):
+            older = older_than(k)
+            sim = np.where(older, sims[r], -np.inf)
+            top = np.argsort(-sim, kind="stable")[:NEIGHBOURS]
+            out += [(all_ids[j], all_ids[k], float(sim[j]), rank)
+                    for rank, j in enumerate(top) if sim[j] >= COS_FLOOR]
+            # existing (not new) newer memories this one may have joined
+            newer = np.flatnonzero(outside & known & ~older & (when >= when[k]) & (sims[r] >= COS_FLOOR))
+            newer = [j for j in newer[np.argsort(-sims[r][newer], kind="stable")] if j != k and older_than(j)[k]]
+            for j in newer[:NEIGHBOURS]:
+                ysim = mat @ mat[j]
+                rank = int(np.sum(older_than(j) & (ysim > ysim[k])))
+                if rank < NEIGHBOURS:
+                    out.append((all_ids[k], all_ids[j], float(sims[r][j]), rank))
+    return out
+
+
+def _detect(con, ids: list[str], vecs: np.ndarray, graph: _Graph, vetoes: set) -> int:
+    """Score the pairs ``_older_neighbours`` finds (``revision_candidates``) and link those
+    at ``LINK_AT`` that no veto forbids and no cycle stops; returns the links made."""
+    from .judges import ids_literal
+
+    at = {r[0]: r[1:] for r in con.execute(
+        "SELECT id, created_at, source, position FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+        [ids_literal(ids)],
+    ).fetchall()} if ids else {}
+    pairs = _older_neighbours(con, ids, vecs, at)
+    if not pairs:
+        return 0
+    involved = sorted({p[0] for p in pairs} | {p[1] for p in pairs})
+    meta = {
+        r[0]: Memory(*r)
+        for r in con.execute(
+            "SELECT id, text, heading, created_at, source, position FROM entries "
+            "WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+            [ids_literal(involved)],
+        ).fetchall()
+    }
+    terms = sorted({t for m in meta.values() for t in words(m.text) + words(_TIMESTAMP.sub("", m.heading or ""))})
+    df = dict(con.execute(
+        "SELECT term, df FROM fts_main_entries.dict WHERE list_contains(CAST(? AS VARCHAR[]), term)", [terms]
+    ).fetchall()) if terms else {}
+    n_docs = con.execute("SELECT count(*) FROM entries").fetchone()[0]
+    existing = con.execute("SELECT old_id, new_id FROM revisions").fetchall()
+    for o, n in existing:
+        graph.add(o, n)
+    have = {(o, n) for o, n in existing}
+    scored: dict[tuple[str, str], tuple[float, str, bool]] = {}
+    for old, new, cos, rank in pairs:
+        if (old, new) in scored or old not in meta or new not in meta:
+            continue
+        v = classify(meta[old], meta[new], cos, rank, df, n_docs)
+        if v.score > 0:
+            scored[(old, new)] = (v.score, v.reason, v.revision)
+    if scored:
+        import pyarrow as pa
+
+        keys = sorted(scored)
+        con.register("_lethe_cand", pa.table({
+            "old_id": [k[0] for k in keys], "new_id": [k[1] for k in keys],
+            "score": pa.array([scored[k][0] for k in keys], pa.float64())}))
+        con.execute("INSERT OR REPLACE INTO revision_candidates SELECT old_id, new_id, score FROM _lethe_cand")
+        con.unregister("_lethe_cand")
+    made = 0
+    for (old, new), (score, reason, link) in sorted(scored.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        if not link or (old, new) in have or frozenset((old, new)) in vetoes or graph.would_cycle(old, new):
+            continue
+        graph.add(old, new)
+        con.execute(
+            "INSERT OR IGNORE INTO revisions (old_id, new_id, origin, reason, score) VALUES (?, ?, 'detected', ?, ?)",
+            [old, new, reason, score],
+        )
+        made += 1
+    return made
+
+
+def redetect(con, warnings: list[str]) -> int:
+    """Detect links over the whole store again (``lethe index --rebuild``): detected links
+    and scored pairs are dropped and every memory is scored against its neighbours."""
+    from .dedup import fetch_vectors
+
+    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
+    con.execute("DELETE FROM revision_candidates")
+    ids, _, mat = fetch_vectors(con)
+    if len(ids) > MAX_DETECT_BATCH:
+        warnings.append(f"revision detection skipped: {len(ids)} memories is more than {MAX_DETECT_BATCH}")
+        return 0
+    graph = _Graph(con.execute("SELECT old_id, new_id FROM revisions").fetchall())
+    vetoes = {frozenset((a, b)) for a, b, _ in _marker_links(con, "distinct", set(), warnings)}
+    return _detect(con, ids, mat, graph, vetoes) if ids else 0
+
+
+def promotions(con, ids: Sequence[str]) -> set[tuple[str, str]]:
+    """Scored pairs among ``ids`` at ``PROMOTE_AT`` or more: (old, new)."""
+    ids = [i for i in ids if i]
+    if len(ids) < 2:
+        return set()
+    from .judges import ids_literal
+
+    lit = ids_literal(sorted(set(ids)))
+    return {(o, n) for o, n in con.execute(
+        """SELECT old_id, new_id FROM revision_candidates
+           WHERE list_contains(CAST($1 AS VARCHAR[]), old_id) AND list_contains(CAST($1 AS VARCHAR[]), new_id)
+             AND score >= $2""",
+        [lit, PROMOTE_AT],
+    ).fetchall()}
+
+
+SIDECAR = "superseded.txt"
+
+
+def write_sidecar(con, index_dir) -> None:
+    """The ids of every superseded memory, one a line, in ``index_dir/superseded.txt``
+    (written atomically after each index pass): what the session-start hook must not
+    inject, readable without opening the database."""
+    from pathlib import Path
+
+    from .store import _atomic_write
+
+    ids = [r[0] for r in con.execute("SELECT DISTINCT old_id FROM revisions ORDER BY old_id").fetchall()]
+    path = Path(index_dir) / SIDECAR
+    data = ("".join(f"{i}\n" for i in ids)).encode()
+    try:
+        if not path.exists() or path.read_bytes() != data:
+            _atomic_write(path, data)
+    except OSError:
+        pass  # an unwritable index folder: the hook then reads the markers only
+
+
+def read_sidecar(index_dir) -> set[str]:
+    from pathlib import Path
+
+    try:
+        return set((Path(index_dir) / SIDECAR).read_text().split())
+    except OSError:
+        return set()
+
+
+# -- reading -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Link:
+    old_id: str
+    new_id: str
+    origin: str
+    reason: str | None
+    valid_from: datetime | None     # the old version's date
+    valid_to: datetime | None       # the new version's date
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """What supersedes one memory: ``by`` every superseding memory (directly or through
+    later versions) as (id, date), oldest first; ``heads`` those nothing supersedes."""
+
+    by: tuple[tuple[str, datetime | None], ...]
+    heads: tuple[str, ...]
+
+    @property
+    def ids(self) -> set[str]:
+        return {i for i, _ in self.by}
+
+    @property
+    def since(self) -> datetime | None:
+        """valid_to: the date of the earliest superseding memory."""
+        return self.by[0][1] if self.by else None
+
+
+def superseders(con, ids: Sequence[str]) -> dict[str, Superseded]:
+    """For each of ``ids`` that is superseded: what supersedes it (``Superseded``)."""
+    ids = [i for i in ids if i]
+    if not ids or not con.execute("SELECT count(*) > 0 FROM revisions").fetchone()[0]:
+        return {}
+    from .judges import ids_literal
+
+    rows = con.execute(
+        """WITH RECURSIVE up(start, parent, id) AS (
+               SELECT old_id, old_id, new_id FROM revisions WHERE list_contains(CAST(? AS VARCHAR[]), old_id)
+               UNION
+               SELECT up.start, up.id, r.new_id FROM up JOIN revisions AS r ON r.old_id = up.id)
+           SELECT up.start, up.parent, up.id, e.created_at FROM up JOIN entries AS e USING (id)
+           ORDER BY up.start, e.created_at NULLS FIRST, up.id""",
+        [ids_literal(sorted(set(ids)))],
+    ).fetchall()
+    by: dict[str, dict[str, datetime | None]] = {}
+    parents: dict[str, set[str]] = {}
+    for start, parent, new, at in rows:
+        by.setdefault(start, {})[new] = at
+        parents.setdefault(start, set()).add(parent)
+    out = {}
+    for start, members in by.items():
+        heads = tuple(m for m in members if m not in parents[start])
+        out[start] = Superseded(tuple(members.items()), heads or (next(reversed(members)),))
+    return out
+
+
+def links(con, ids: Sequence[str] | None = None) -> list[Link]:
+    """Links touching ``ids`` (every link when None), oldest first."""
+    where, params = "", []
+    if ids is not None:
+        from .judges import ids_literal
+
+        where = "WHERE list_contains(CAST($1 AS VARCHAR[]), r.old_id) OR list_contains(CAST($1 AS VARCHAR[]), r.new_id)"
+        params = [ids_literal(sorted(set(ids)))]
+    rows = con.execute(
+        f"""SELECT r.old_id, r.new_id, r.origin, r.reason, o.created_at, n.created_at
+            FROM revisions AS r JOIN entries AS o ON o.id = r.old_id JOIN entries AS n ON n.id = r.new_id
+            {where} ORDER BY n.created_at NULLS FIRST, r.new_id, r.old_id""",
+        params,
+    ).fetchall()
+    return [Link(*r) for r in rows]
+
+
+def chain(con, eid: str) -> list[str]:
+    """Every version connected to ``eid`` by links (either direction), oldest first."""
+    seen, todo = {eid}, [eid]
+    while todo:
+        batch, todo = todo, []
+        for link in links(con, batch):
+            for x in (link.old_id, link.new_id):
+                if x not in seen:
+                    seen.add(x)
+                    todo.append(x)
+    rows = con.execute(
+        "SELECT id FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id) ORDER BY created_at NULLS FIRST, id",
+        ["[" + ",".join(sorted(seen)) + "]"],
+    ).fetchall()
+    return [r[0] for r in rows]

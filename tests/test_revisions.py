@@ -1,0 +1,256 @@
+"""Revisions: detected and declared links, time-aware ranking, the SQL views, fixing links."""
+
+import json
+import os
+import subprocess
+from datetime import datetime
+
+import duckdb
+import pytest
+
+from conftest import BIN, write
+
+LETHE = str(BIN / "lethe")
+OLD = "Staging Postgres listens on port 5433."
+NEW = "Staging Postgres listens on port 5434."
+
+
+def id_of(text):
+    from lethe_sql.markdown import content_id
+
+    return content_id(text)
+
+
+def links(store):
+    return sorted(store.con.execute("SELECT old_id, new_id, origin FROM revisions").fetchall())
+
+
+# -- the pure pieces ------------------------------------------------------------------
+
+
+def M(text, at, heading=None, source="f.md", position=0):
+    from lethe_sql.revisions import Memory
+
+    return Memory(id_of(text), text, heading, at, source, position)
+
+
+def test_a_restatement_with_a_changed_value_is_a_revision_only_when_newer():
+    from lethe_sql.revisions import classify
+
+    a, b = M(OLD, datetime(2026, 3, 1)), M(NEW, datetime(2026, 3, 9))
+    v = classify(a, b, 0.986, 0, {}, 2)
+    assert v.revision and "5433 -> 5434" in v.reason
+    assert not classify(b, a, 0.986, 0, {}, 2).revision              # the older one never supersedes
+    same_day = M(NEW, datetime(2026, 3, 1), position=1)
+    assert classify(a, same_day, 0.986, 0, {}, 2).revision           # a later section of the same file
+    assert not classify(M(OLD, None), b, 0.986, 0, {}, 2).revision   # undated: no order, no link
+
+
+@pytest.mark.parametrize("old,new", [
+    ("The cache is shared between workers.", "The cache is not shared between workers."),
+    ("The API client uses requests for HTTP.", "The API client uses httpx for HTTP."),
+])
+def test_negations_and_swapped_names_are_revisions(old, new):
+    from lethe_sql.revisions import classify
+
+    assert classify(M(old, datetime(2026, 3, 1)), M(new, datetime(2026, 4, 1)), 0.9, 0, {}, 2).revision
+
+
+@pytest.mark.parametrize("old,new", [
+    (OLD, OLD + " Connect with psql -p 5433 from the bastion."),            # an elaboration adds, changes nothing
+    ("Staging Postgres listens on port 5433.", "Staging Postgres runs PostgreSQL 16."),   # another attribute
+])
+def test_elaborations_and_other_attributes_are_not_restatements(old, new):
+    from lethe_sql.revisions import _restated
+
+    assert _restated(old, new, 0.9) == ""
+
+
+def test_the_model_scores_a_change_note_above_an_unrelated_pair():
+    from lethe_sql.revisions import pair_features, probability
+
+    df = {"staging": 3, "postgres": 3, "port": 2, "5433": 1, "5434": 1, "pgbouncer": 1, "lunch": 1}
+    old = M(OLD, datetime(2026, 3, 1), "14:05 postgres port")
+    change = M("Moved staging Postgres from 5433 to 5434: pgbouncer took 5433.", datetime(2026, 4, 2),
+               "09:20 postgres moved")
+    other = M("Team lunch is on Friday at the usual place.", datetime(2026, 4, 2), "12:00 lunch")
+    p_change = probability(pair_features(old, change, 0.72, 0, df, 40))
+    p_other = probability(pair_features(old, other, 0.31, 7, df, 40))
+    assert p_change > 0.5 > p_other
+
+
+# -- detected and declared links in a store -------------------------------------------
+
+
+def test_detected_link_views_and_valid_times(project):
+    write(project.memory_dir / "2026-03-01.md", f"# 2026-03-01\n## 09:00 db port\n{OLD}\n")
+    write(project.memory_dir / "2026-03-09.md", f"# 2026-03-09\n## 10:30 db port\n{NEW}\n")
+    r = project.index()
+    assert r.revisions_detected == 1
+    assert links(project) == [(id_of(OLD), id_of(NEW), "detected")]
+    con = project.con
+    row = con.execute("SELECT old_id, new_id, valid_from, valid_to FROM lethe_revisions").fetchone()
+    assert row == (id_of(OLD), id_of(NEW), datetime(2026, 3, 1, 9, 0), datetime(2026, 3, 9, 10, 30))
+    assert [r[0] for r in con.execute("SELECT id FROM lethe_current").fetchall()] == [id_of(NEW)]
+    as_of = lambda ts: [r[0] for r in con.execute("SELECT id FROM lethe_as_of(?)", [ts]).fetchall()]
+    assert as_of("2026-03-05") == [id_of(OLD)]
+    assert as_of("2026-03-10") == [id_of(NEW)]
+    assert as_of("2026-02-01") == []
+    versions = con.execute("SELECT id, superseded_by, is_current FROM lethe_versions ORDER BY valid_from").fetchall()
+    assert versions == [(id_of(OLD), id_of(NEW), False), (id_of(NEW), None, True)]
+
+
+def test_present_and_past_questions_and_what_each_result_says(project):
+    write(project.memory_dir / "2026-03-01.md", f"## 09:00 db port\n{OLD}\n## 11:00 lunch\nLunch is at noon on Fridays.\n")
+    write(project.memory_dir / "2026-03-09.md", f"## 10:30 db port\n{NEW}\n")
+    project.index()
+    now = project.search("which port does staging Postgres use now?", learn=False)
+    assert [h.id for h in now[:2]] == [id_of(NEW), id_of(OLD)]
+    assert now[0].superseded_by == () and now[0].is_current
+    assert now[1].superseded_by == (id_of(NEW),) and now[1].superseded_at == datetime(2026, 3, 9, 10, 30)
+    assert now[0].score >= now[1].score          # scores still fall with the rank
+    before = project.search("which port did staging Postgres use before?", learn=False)
+    assert id_of(OLD) in [h.id for h in before[:5]]
+    assert before[0].id == id_of(OLD)            # history is ranked as is: the old phrasing matches
+    # the single-list modes say it too
+    assert {h.id: h.superseded_by for h in project.search("staging postgres port", mode="bm25")}[id_of(OLD)] == (id_of(NEW),)
+
+
+def test_a_superseded_memory_missing_from_the_pool_brings_its_current_version(project):
+    """The question matches only the old wording; the current version joins the pool."""
+    old = "Invoice PDFs are rendered by wkhtmltopdf through pdfkit in invoices/render.py."
+    new = "Dropped it for WeasyPrint 62; xvfb is gone from the worker image."
+    write(project.memory_dir / "2026-02-06.md", f"## 11:00 pdf\n{old}\n")
+    write(project.memory_dir / "2026-04-06.md", f"## 11:20 pdf\n{new}\n<!-- lethe supersedes={id_of(old)[:8]} -->\n")
+    project.index()
+    assert links(project) == [(id_of(old), id_of(new), "declared")]
+    hits = project.search("what renders the invoice PDFs via pdfkit", learn=False, top_k=3)
+    assert [h.id for h in hits[:2]] == [id_of(new), id_of(old)]
+
+
+def test_a_marker_declares_a_link_and_a_rebuild_from_the_markdown_restores_it(project):
+    a, b = "We deploy on Tuesdays and Thursdays.", "Deploys happen on every merge to main."
+    write(project.memory_dir / "2026-02-01.md", f"## 09:00 deploys\n{a}\n")
+    f = write(project.memory_dir / "2026-03-30.md",
+              f"## 10:00 continuous deploys\n<!-- lethe supersedes={id_of(a)} -->\n{b}\n")
+    project.index()
+    assert links(project) == [(id_of(a), id_of(b), "declared")]
+    assert project.con.execute("SELECT text FROM entries WHERE id = ?", [id_of(b)]).fetchone()[0] == b
+    # the index is derived: delete it and the link comes back from the markdown
+    project.close()
+    db = project.db_path
+    os.remove(db)
+    project.index()
+    assert links(project) == [(id_of(a), id_of(b), "declared")]
+    assert f.read_text().count("supersedes=") == 1
+
+
+def test_bad_markers_change_nothing_but_say_why(project):
+    a, b = "Owner of billing is Alice.", "Owner of billing is Bob."
+    write(project.memory_dir / "2026-01-01.md",
+          f"## 09:00 owner\n<!-- lethe supersedes={id_of(b)} distinct=zz -->\n{a}\n")
+    write(project.memory_dir / "2026-02-01.md",
+          f"## 09:00 owner\n<!-- lethe supersedes={id_of(a)} -->\n{b}\n## 10:00 x\n<!-- lethe supersedes=ffffffffffffffff -->\nSomething else entirely.\n")
+    r = project.index()
+    cycle = [w for w in r.warnings if "cycle" in w]
+    missing = [w for w in r.warnings if "names no memory" in w]
+    assert len(cycle) == 1 and "2026-01-01.md" in cycle[0]       # the marker against the dates loses
+    assert len(missing) == 2 and any("ffffffffffffffff" in w for w in missing) and any("distinct=zz" in w for w in missing)
+    assert all("\n" not in w for w in r.warnings)
+    assert links(project) == [(id_of(a), id_of(b), "declared")]
+    assert project.con.execute("SELECT count(*) FROM entries").fetchone()[0] == 3
+
+
+def test_add_supersedes_and_its_checks(project):
+    first = project.add_memory("Default branch is master.", when=datetime(2026, 1, 5, 9, 0))
+    second = project.add_memory("Default branch is main; master is frozen.", supersedes=[first.id[:6]],
+                                when=datetime(2026, 2, 1, 9, 0))
+    assert second.status == "revises" and second.revises == (first.id,)
+    assert (first.id, second.id, "declared") in links(project)
+    text = (project.memory_dir / "2026-02-01.md").read_text()
+    assert f"supersedes={first.id}" in text and "source=add" in text
+    files = {p: p.read_bytes() for p in project.memory_dir.glob("*.md")}
+    from lethe_sql.errors import UsageError
+
+    with pytest.raises(UsageError, match="names no memory"):
+        project.add_memory("Something new.", supersedes=["abcdef123456"])
+    with pytest.raises(UsageError, match="revision cycle"):
+        project.add_memory("Default branch is master.", supersedes=[second.id])
+    assert {p: p.read_bytes() for p in project.memory_dir.glob("*.md")} == files   # nothing written
+
+
+def test_unlink_a_detected_link_for_good_and_relink_it(project):
+    write(project.memory_dir / "2026-03-01.md", f"## 09:00 db port\n{OLD}\n")
+    f = write(project.memory_dir / "2026-03-09.md", f"## 10:30 db port\n{NEW}\n")
+    project.index()
+    assert links(project) == [(id_of(OLD), id_of(NEW), "detected")]
+    changed = project.unlink(id_of(NEW)[:6], id_of(OLD))
+    assert changed == [".lethe/memory/2026-03-09.md"]
+    assert f"distinct={id_of(OLD)}" in f.read_text() and NEW in f.read_text()
+    assert links(project) == []
+    assert project.index(rebuild=True) and links(project) == []          # a re-detection respects it
+    assert [h.id for h in project.search("which port does staging postgres use now", learn=False)][:2] != []
+    project.link(id_of(NEW), id_of(OLD))
+    assert links(project) == [(id_of(OLD), id_of(NEW), "declared")]
+    project.unlink(id_of(OLD), id_of(NEW))                                # either order
+    assert links(project) == [] and "supersedes=" not in f.read_text()
+
+
+def test_revisions_of_a_memory_is_its_chain(project):
+    texts = ["Upload limit is 10 MB.", "Upload limit is 25 MB.", "Upload limit is 50 MB."]
+    for d, t in zip(("2026-01-01", "2026-02-01", "2026-03-01"), texts):
+        write(project.memory_dir / f"{d}.md", f"## 09:00 uploads\n{t}\n")
+    project.index()
+    chain = project.revisions(id_of(texts[1])[:6])
+    assert [c["id"] for c in chain] == [id_of(t) for t in texts]
+    assert [c["current"] for c in chain] == [False, False, True]
+    assert {s["id"] for s in chain[2]["supersedes"]} >= {id_of(texts[1])}
+
+
+def test_session_start_never_injects_a_superseded_memory(project):
+    from lethe_sql.hooks import recent_context
+
+    write(project.memory_dir / "2026-03-01.md", f"## 09:00 db port\n{OLD}\n")
+    write(project.memory_dir / "2026-03-09.md", f"## 10:30 db port\n{NEW}\n## 11:00 declared\n"
+          f"<!-- lethe supersedes={id_of('Lunch is at noon.')} -->\nLunch is at one now.\n")
+    write(project.memory_dir / "2026-03-02.md", "## 12:00 lunch\nLunch is at noon.\n")
+    ctx = recent_context(project.root, 600)
+    assert "5433" in ctx and "noon" not in ctx    # nothing indexed yet: the markers are known already
+    project.index()
+    ctx = recent_context(project.root, 600)
+    assert "5434" in ctx and "5433" not in ctx and "noon" not in ctx and "at one now" in ctx
+
+
+# -- the CLI --------------------------------------------------------------------------
+
+
+def run(args, env, check=True):
+    p = subprocess.run([LETHE, *args], env=env, capture_output=True, text=True, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(f"lethe {args} exited {p.returncode}: {p.stderr}")
+    return p
+
+
+def test_cli_search_explain_and_revisions_show_what_superseded_what(tmp_path, cli_env):
+    root = tmp_path / "p"
+    mem = root / ".lethe" / "memory"
+    write(mem / "2026-03-01.md", f"## 09:00 db port\n{OLD}\n")
+    write(mem / "2026-03-09.md", f"## 10:30 db port\n{NEW}\n")
+    r = ["--root", str(root)]
+    assert "1 revision(s) detected" in run([*r, "index"], cli_env).stdout
+    hits = json.loads(run([*r, "search", "which port does staging postgres use now", "--json"], cli_env).stdout)
+    assert [h["id"] for h in hits[:2]] == [id_of(NEW), id_of(OLD)]
+    assert hits[1]["superseded_by"] == [id_of(NEW)] and hits[1]["superseded_at"] == "2026-03-09T10:30:00"
+    text = run([*r, "search", "which port does staging postgres use now"], cli_env).stdout
+    assert f"(superseded on 2026-03-09 by {id_of(NEW)}: history, not the current fact)" in text
+    ex = json.loads(run([*r, "explain", "which port does staging postgres use now", "--json"], cli_env).stdout)
+    assert ex["present"] is True and ex["results"][1]["superseded_by"] == [id_of(NEW)]
+    out = run([*r, "revisions", id_of(OLD)[:8]], cli_env).stdout
+    assert out.index(id_of(OLD)) < out.index(id_of(NEW)) and "superseded" in out and "current" in out
+    bad = run([*r, "revisions", "ffffffff"], cli_env, check=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no memory with id" in bad.stderr
+    un = json.loads(run([*r, "revisions", id_of(NEW), "--unlink", id_of(OLD), "--json"], cli_env).stdout)
+    assert un["changed_files"] == [".lethe/memory/2026-03-09.md"] and len(un["versions"]) == 1
+    con = duckdb.connect(str(root / ".lethe" / "index" / "lethe.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM revisions").fetchone()[0] == 0
+    con.close()
