@@ -221,7 +221,7 @@ def search(
     ),
     judge: Optional[str] = typer.Option(None, "--judge", help="auto, cross-encoder, late-interaction or none."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list of results."),
-    read_only: bool = typer.Option(False, "--read-only", help="Open the index read-only: nothing is learned or changed."),
+    read_only: bool = typer.Option(False, "--read-only", help="Learn nothing from this search (searches always read the index read-only; what they learn is applied by the next write)."),
     all_projects: bool = typer.Option(False, "--all", help="Search every registered project (read-only; lethe projects list)."),
     projects: Optional[str] = typer.Option(None, "--projects", help="Search these registered projects: slugs or roots, comma-separated."),
 ) -> None:
@@ -232,8 +232,8 @@ def search(
 
             return federated_search(query, all_projects=all_projects, projects=projects, top_k=top_k,
                                     judge=judge, json_out=json_out, mode=mode)
-        with _store(read_only=read_only, create=False) as store:
-            hits = store.search(query, top_k=top_k, mode=mode, judge=judge)
+        with _store(read_only=True, create=False) as store:  # many searches read at once; learning waits
+            hits = store.search(query, top_k=top_k, mode=mode, judge=judge, learn=False if read_only else None)
         judge_name = hits[0].judge if hits else None
         if json_out:
             _print_json(
@@ -296,7 +296,7 @@ def explain(
     from .cues import analyze
 
     with _errors():
-        with _store(create=False) as store:
+        with _store(read_only=True, create=False) as store:
             out = store.search_outcome(query, top_k=top_k, judge=judge, learn=False)
         rows = out.pool if pool else out.results
         rows = sorted(rows, key=lambda c: (c.final_rank or 10**9, c.judge_rank or 10**9, c.pool_rank))
@@ -359,7 +359,7 @@ def rif_reset(json_out: bool = typer.Option(False, "--json", help="Print JSON.")
 def rif_status(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show the learned state: search step, clusters, suppression, tiers."""
     with _errors():
-        with _store(create=False) as store:
+        with _store(create=False) as store:  # a writer: what searches deferred is applied first
             con = store.con
             info = {
                 "search_step": int(con.execute("SELECT value FROM meta WHERE key='search_step'").fetchone()[0]),
@@ -400,7 +400,11 @@ def restore(
 def status(json_out: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> None:
     """Show what is indexed and which models are in use."""
     with _errors():
-        with _store(create=False) as store:
+        from .store import MemoryStore, find_root
+
+        root = find_root(state.root)
+        built = (root / ".lethe" / "index" / "lethe.duckdb").exists()
+        with MemoryStore(root, read_only=built, create=False) as store:  # reads, or creates the index
             info = store.status()
         if json_out:
             _print_json(info)
@@ -427,6 +431,35 @@ def demo(
         from .demo import run_demo
 
         run_demo(top_k=top_k, keep=keep, echo=typer.echo)
+
+
+@app.command()
+def serve(
+    stop: bool = typer.Option(False, "--stop", help="Ask the running service to exit."),
+    show: bool = typer.Option(False, "--status", help="Say whether the service runs, and where."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (with --status or --stop)."),
+) -> None:
+    """Run the service that keeps lethe warm (models loaded) for this user, in the foreground.
+
+    You rarely need this: the first `lethe` command that finds no service starts one in
+    the background, and it exits after LETHE_SERVE_IDLE seconds (600) without a request.
+    It runs one command at a time and never keeps a database open between commands.
+    LETHE_SERVE=0 turns it off."""
+    with _errors():
+        from . import service
+
+        if stop or show:
+            info = service.status()
+            if stop:
+                info["stopped"] = service.stop()
+            if json_out:
+                _print_json(info)
+            elif stop:
+                typer.echo("stopped the lethe service" if info["stopped"] else "no lethe service was running")
+            else:
+                typer.echo(f"lethe service {'running' if info['running'] else 'not running'} ({info['socket']})")
+            return
+        raise typer.Exit(service.main())
 
 
 from .cli_models import models_app  # noqa: E402

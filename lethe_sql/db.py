@@ -2,16 +2,19 @@
 
 ``connect(path)`` is the one way the package opens a database. It
 
-1. opens the file, retrying with jittered backoff while another process
-   holds DuckDB's lock, then fails with a message naming the holder;
-2. loads the FTS extension from the ``duckdb-extension-fts`` wheel (no
-   network), falling back to ``LOAD fts`` / ``INSTALL fts``;
-3. applies every file of ``migrations/`` exactly once, recording its sha256
+1. opens the file, retrying briefly with jittered backoff while a process outside
+   lethe holds DuckDB's lock, then fails with a message naming the holder;
+2. applies every file of ``migrations/`` exactly once, recording its sha256
    (an applied migration whose file changed is an error);
-4. creates the FTS tables for ``entries`` if they are missing;
-5. re-applies ``sql/`` (macros and views, ``CREATE OR REPLACE``) when its
+3. creates the FTS tables for ``entries`` if they are missing, loading the FTS
+   extension from the ``duckdb-extension-fts`` wheel for that (no network; falling
+   back to ``LOAD fts`` / ``INSTALL fts``): searches never need it;
+4. re-applies ``sql/`` (macros and views, ``CREATE OR REPLACE``) when its
    content changed since the last open;
-6. registers the ``embed`` UDF (the model loads on first call).
+5. registers the ``embed`` UDF (the model loads on first call).
+
+Opening waits for nothing: lethe processes queue on the project lock
+(``locks.ProjectLock``) before they get here.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import DatabaseCorrupt, DatabaseLocked, MigrationError
+from .errors import DatabaseCorrupt, DatabaseLocked, DatabaseUnwritable, MigrationError
 from .resources import sql_files
 
 FTS_SCHEMA = "fts_main_entries"
@@ -37,50 +40,51 @@ FTS_OPTIONS = (
 _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<proc>\S+) \(PID (?P<pid>\d+)\)")
 
 
-def _lock_timeout() -> float:
-    try:
-        return float(os.environ.get("LETHE_LOCK_TIMEOUT", "10"))
-    except ValueError:
-        return 10.0
+#: how long ``open_duckdb`` retries when a process outside lethe's lock holds the file
+#: (a plain DuckDB client); lethe's own processes queue on ``locks.ProjectLock`` first
+OPEN_RETRY_SECONDS = 5.0
+
+# What DuckDB says when a file cannot be a database (truncated, overwritten, a folder).
+_CORRUPT = ("not a valid DuckDB database", "Could not read enough bytes", "Is a directory",
+            "Could not read from file", "corrupt", "Corrupt", "checksum", "Checksum")
 
 
 def open_duckdb(path: str | os.PathLike, *, read_only: bool = False, timeout: float | None = None):
-    """``duckdb.connect`` with a bounded, jittered retry on lock conflicts."""
+    """``duckdb.connect`` with a bounded, jittered retry on lock conflicts; every failure
+    is a one-line LetheError (``DatabaseCorrupt``, ``DatabaseLocked``, ``DatabaseUnwritable``)."""
     target = str(path)
     if target != ":memory:" and not read_only:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + (_lock_timeout() if timeout is None else timeout)
+        try:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseUnwritable(f"cannot create the index folder {Path(target).parent}: {exc.strerror or exc}") from None
+    deadline = time.monotonic() + (OPEN_RETRY_SECONDS if timeout is None else timeout)
     delay = 0.02
     while True:
         try:
             return duckdb.connect(target, read_only=read_only)
         except duckdb.IOException as exc:
             msg = str(exc)
-            if "not a valid DuckDB database" in msg or "database file" in msg and "corrupt" in msg.lower():
-                raise DatabaseCorrupt(
-                    f"{target} is not a readable DuckDB database (left untouched); "
-                    "move it aside and run `lethe index` to rebuild it from the markdown files"
-                ) from exc
+            if "Permission denied" in msg or "Read-only file system" in msg:
+                raise DatabaseUnwritable(
+                    f"cannot {'read' if read_only else 'write'} the index {target}: permission denied "
+                    "(check the file's and its folder's permissions)"
+                ) from None
+            if any(k in msg for k in _CORRUPT):
+                raise DatabaseCorrupt(f"{target} is not a readable DuckDB database ({msg.splitlines()[0][:160]})") from exc
             m = _LOCK_RE.search(msg)
             if m is None and "Could not set lock" not in msg:
-                raise
+                raise DatabaseCorrupt(f"{target} cannot be opened ({msg.splitlines()[0][:160]})") from exc
             if time.monotonic() >= deadline:
                 holder = f"{m['proc']} (PID {m['pid']})" if m else "another process"
                 raise DatabaseLocked(
-                    f"{target} is locked by {holder}; it holds the database for writing. "
-                    "Retry when it finishes, or use --read-only if that process only reads"
-                ) from exc
+                    f"{target} is locked by {holder}, a program outside lethe that holds it for writing; "
+                    "retry when it finishes"
+                ) from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
-        except duckdb.SerializationException as exc:
-            raise DatabaseCorrupt(f"{target} cannot be read: {exc}".splitlines()[0]) from exc
-        except duckdb.InternalException as exc:
-            if "WAL" not in str(exc):
-                raise
-            raise DatabaseCorrupt(
-                f"{target}.wal cannot be replayed (left untouched); move it aside to open the index "
-                "as of its last checkpoint, or run `lethe index` on a fresh index to rebuild it from the markdown"
-            ) from exc
+        except (duckdb.SerializationException, duckdb.InternalException) as exc:
+            raise DatabaseCorrupt(f"{target} cannot be read: {str(exc).splitlines()[0][:160]}") from exc
 
 
 def load_fts(con) -> str:
@@ -197,12 +201,13 @@ INSERT INTO {FTS_SCHEMA}.fields SELECT 0, 'text' WHERE NOT EXISTS (SELECT 1 FROM
 """
 
 
-def ensure_fts(con, fts_loaded: bool) -> bool:
-    """Create the FTS tables for ``entries`` if missing (with the extension when loaded);
-    returns whether it did."""
+def ensure_fts(con) -> bool:
+    """Create the FTS tables for ``entries`` if missing (with the extension when it loads);
+    returns whether it did. The search never needs the extension (its BM25 reads the FTS
+    tables directly), so it is loaded only here and for a rebuild: 25 ms an open saved."""
     if fts_schema_exists(con):
         return False
-    if fts_loaded:
+    if load_fts(con):
         rebuild_fts(con)
     else:
         # Same tables the extension builds; BM25 in sql/ needs only these.
@@ -361,12 +366,11 @@ def connect(
         if not read_only:
             defer_checkpoints(con)
             tune_instance(con)
-        fts = load_fts(con)
         if read_only:
             check_migrated(con)
         else:
             ddl = bool(migrate(con))
-            ddl = ensure_fts(con, bool(fts)) or ddl
+            ddl = ensure_fts(con) or ddl
             ddl = apply_sql(con) or ddl
             if ddl:
                 # Never leave schema changes in the WAL: DuckDB 1.5 cannot replay some of

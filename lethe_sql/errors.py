@@ -23,6 +23,10 @@ class DatabaseCorrupt(LetheError):
     """The database file cannot be read as a DuckDB database."""
 
 
+class DatabaseUnwritable(LetheError):
+    """The index (or its folder) cannot be written or read: permissions, a read-only disk."""
+
+
 class MigrationError(LetheError):
     """A migration was edited after it was applied, or the schema is too new."""
 

@@ -265,10 +265,18 @@ def codex_notify(payload: dict, *, wait: bool = False) -> str:
 # -- single-flight background reindex ---------------------------------------------------
 
 
+#: set by ``lethe serve``: the service queues the reindex itself instead of starting a process
+BACKGROUND = None
+
+
 def reindex(root: Path, *, wait: bool = False):
-    """Reindex now (``wait``) or in a detached ``lethe hook reindex`` process (returned)."""
+    """Reindex now (``wait``), queued in the service when this runs inside it, or in a
+    detached ``lethe hook reindex`` process (returned)."""
     if wait:
         single_flight_index(root)
+        return None
+    if BACKGROUND is not None:
+        BACKGROUND(root)
         return None
     return _detached(["--root", str(root), "hook", "reindex"], root)
 
@@ -293,11 +301,17 @@ def _detached(args: list[str], cwd: Path, stdin: str | None = None):
         return None
 
 
-def single_flight_index(root: Path) -> bool:
+def single_flight_index(root: Path, *, attempts: int = 5) -> bool:
     """Index ``root`` unless another process is already at it. A request arriving
     while one runs leaves a ``pending`` mark, and the running one indexes once more,
-    so no write is left unindexed and hooks never pile up. Returns whether this
-    process did the work."""
+    so no write is left unindexed and hooks never pile up. The mark is taken away only
+    by an index that started after it was made and succeeded: an index that fails (the
+    index busy past LETHE_LOCK_TIMEOUT, say) is tried again, ``attempts`` times with
+    growing pauses, and then the mark stays for the next hook or `lethe` command.
+    Returns whether this process did the work."""
+    import time
+
+    from .errors import LetheError
     from .store import MemoryStore
 
     idx = root / ".lethe" / "index"
@@ -312,11 +326,28 @@ def single_flight_index(root: Path) -> bool:
             except BlockingIOError:
                 return did  # the holder will see the pending mark
             try:
+                failures = 0
                 while pending.exists():
-                    pending.unlink(missing_ok=True)
-                    with MemoryStore(root) as store:
-                        store.index()
+                    try:
+                        seen = pending.stat().st_mtime_ns
+                    except FileNotFoundError:
+                        break
+                    try:
+                        with MemoryStore(root) as store:
+                            store.index()
+                    except LetheError as exc:
+                        failures += 1
+                        if failures >= attempts:
+                            _warn(f"reindex failed {failures} times ({exc}); the next hook or `lethe index` retries")
+                            return did
+                        time.sleep(min(2 ** failures, 30))
+                        continue
                     did = True
+                    try:
+                        if pending.stat().st_mtime_ns == seen:
+                            pending.unlink()  # nothing asked for since this index began
+                    except FileNotFoundError:
+                        pass
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
     return did

@@ -15,6 +15,14 @@ Rules (issue 4; all constants are ``Settings`` fields):
   (the global cue of the time before the first fit, to every new cluster).
 
 ``s_decayed = s * exp(-lambda * (step - last_step))``.
+
+A search that holds only a read lock (``lethe search``: many run at once beside one
+writer) cannot write its update: ``record_pending`` appends it to
+``.lethe/index/learning.pending.jsonl`` (one line, one ``write``; the query scrubbed of
+secrets; file mode 0600), and the next process that opens the index for writing applies
+every pending update in order (``apply_pending``), each as its own search step with its
+cue computed then. So learning is deferred, never lost; at most ``PENDING_MAX`` updates
+wait (older ones are dropped with the file's tail kept).
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from .vectors import vec_literal
 
 APOPTOSIS_AFFINITY = 0.15
 APOPTOSIS_IDLE = 1000
+PENDING = "learning.pending.jsonl"
+PENDING_MAX = 5000
 
 
 def current_step(con) -> int:
@@ -160,6 +170,65 @@ def _update_suppression(con, rows, n: int, step: int, cue: int, settings) -> Non
                SELECT $cue, unnest(CAST($ids AS VARCHAR[])), unnest(CAST($s AS DOUBLE[])), $step""",
             {"cue": cue, "ids": ids_literal(new_ids), "s": _floats_literal(new_s), "step": step},
         )
+
+
+def record_pending(index_dir, *, query: str, qvec, judge, outcome, rif: bool) -> None:
+    """Append one search's learning update to the pending file (see the module docstring)."""
+    import json
+    import os
+    from pathlib import Path
+
+    from .privacy import scrub
+
+    line = json.dumps({"query": scrub(query).text, "qvec": [round(float(x), 7) for x in qvec], "judge": judge,
+                       "outcome": [[str(i), int(p), int(j) if j is not None else None, float(lg), bool(w)]
+                                   for i, p, j, lg, w in outcome],
+                       "rif": bool(rif)}, separators=(",", ":")) + "\n"
+    path = Path(index_dir) / PENDING
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def apply_pending(con, settings, index_dir) -> int:
+    """Apply the pending updates (the caller holds the write lock); returns how many."""
+    import json
+    import os
+    from pathlib import Path
+
+    path = Path(index_dir) / PENDING
+    if not path.exists():
+        return 0
+    work = path.with_name(PENDING + ".applying")
+    if not work.exists():
+        os.replace(path, work)  # new searches start a new file meanwhile
+    rows = []
+    with open(work, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # a torn line (a crash mid-write): that update is lost, nothing else
+    for r in rows[-PENDING_MAX:]:
+        try:
+            step = current_step(con) + 1
+            rif = bool(r.get("rif")) and settings.rif
+            qvec = np.asarray(r["qvec"], dtype=np.float32)
+            cue = cue_of(con, qvec) if rif else 0
+            outcome = [(o[0], o[1], o[2], o[3], o[4]) for o in r.get("outcome") or []]
+            live = {x for (x,) in con.execute(
+                "SELECT id FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+                [ids_literal(sorted({o[0] for o in outcome}))]).fetchall()} if outcome else set()
+            update(con, step=step, cue=cue, query=r["query"], qvec=qvec, judge=r.get("judge"),
+                   outcome=[o for o in outcome if o[0] in live], settings=settings, rif=rif)
+            if rif:
+                maybe_refit(con, settings, step)
+        except (KeyError, TypeError, ValueError):
+            continue
+    work.unlink(missing_ok=True)
+    return len(rows)
 
 
 def kmeans(x: np.ndarray, k: int, seed: int = 0, iters: int = 25) -> tuple[np.ndarray, np.ndarray]:

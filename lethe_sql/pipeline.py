@@ -119,8 +119,10 @@ def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int
     return [Candidate.from_row(dict(zip(names, row))) for row in cur.fetchall()]
 
 
-def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool = True) -> Outcome:
-    """Search with ``judge`` (None: first stage only). ``learn`` False changes nothing."""
+def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool = True, defer=None) -> Outcome:
+    """Search with ``judge`` (None: first stage only). ``learn`` False changes nothing;
+    ``defer(query=, qvec=, judge=, outcome=, rif=)``, when given, receives the learning
+    update instead of the database (a read-only search: ``learn.record_pending``)."""
     t0 = time.perf_counter()
     timings: dict = {}
     notes: list[str] = []
@@ -158,10 +160,13 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
             logit_of = {c.id: float(l) for c, l in zip(ordered, logits)}
             outcome = [(c.id, c.pool_rank, c.judge_rank, logit_of[c.id], c.id in winners)
                        for c in shallow if c.id in logit_of]
-        update(con, step=step, cue=cue, query=enc.text, qvec=enc.vec,
-               judge=judge.name if judge else None, outcome=outcome, settings=settings, rif=rif)
-        if rif:
-            maybe_refit(con, settings, step)
+        if defer is not None:
+            defer(query=enc.text, qvec=enc.vec, judge=judge.name if judge else None, outcome=outcome, rif=rif)
+        else:
+            update(con, step=step, cue=cue, query=enc.text, qvec=enc.vec,
+                   judge=judge.name if judge else None, outcome=outcome, settings=settings, rif=rif)
+            if rif:
+                maybe_refit(con, settings, step)
         learned = True
         timings["learn"] = (time.perf_counter() - t2) * 1000
     timings["total"] = (time.perf_counter() - t0) * 1000

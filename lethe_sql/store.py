@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Sequence
 from .db import connect, store_vectors_plain
 from .errors import LetheError, NotAProject, UsageError
 from .ingest import IndexReport, Progress, apply_changes, check_model, scan, token_index_add
+from .locks import ProjectLock
 from .markdown import Document
 from .prepared import forget as forget_statements
 from .search import SearchResult, clean_query, run_search
@@ -65,10 +66,13 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def append_section(memory_dir: Path, path: Path, section: str, *, unless: str | None = None) -> bool:
+def append_section(memory_dir: Path, path: Path, section: str, *, unless: str | None = None,
+                   unless_section: tuple[str, Sequence[str]] | None = None) -> bool:
     """Append ``section`` to the memory file ``path`` (atomically, under the memory
     folder's lock, so concurrent writers lose nothing). ``unless``: skip when the
-    file already holds this string (an anchor comment). Returns whether it wrote."""
+    file already holds this string (an anchor comment). ``unless_section``: (id,
+    supersedes): skip when the file already holds a section ``lethe add`` wrote with
+    that id and those markers (a retried add). Returns whether it wrote."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(memory_dir / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -76,6 +80,13 @@ def append_section(memory_dir: Path, path: Path, section: str, *, unless: str | 
             old = path.read_bytes() if path.exists() else b""
             if unless and unless.encode("utf-8") in old:
                 return False
+            if unless_section and old:
+                from .markdown import parse
+
+                eid, sup = unless_section
+                for c in parse(old.decode("utf-8", errors="replace"), path.name):
+                    if c.id == eid and c.marks.origin == "add" and set(c.marks.supersedes) == set(sup):
+                        return False
             sep = b"" if not old or old.endswith(b"\n\n") else (b"\n" if old.endswith(b"\n") else b"\n\n")
             _atomic_write(path, old + sep + section.encode("utf-8"))
             return True
@@ -151,6 +162,8 @@ class MemoryStore:
         self.settings = load_settings(self.root) if settings is None else settings
         self._reranker_src = False  # not resolved yet
         self._con = None
+        self._lock = ProjectLock(Path(self.db_path).parent if self.db_path != ":memory:" else self.lethe_dir / "index")
+        self._ready: dict[str, tuple] = {}  # text -> (vector, token vectors) embedded before the lock
 
     # -- lifecycle ---------------------------------------------------------
     def init(self) -> Path:
@@ -165,30 +178,93 @@ class MemoryStore:
     @property
     def embedder(self):
         if self._embedder is None:
-            from lethe_sql.udfs.embed import Embedder
+            from lethe_sql.udfs.embed import shared_embedder
 
-            self._embedder = Embedder()
+            self._embedder = shared_embedder()
         return self._embedder
 
     @property
     def con(self):
+        """The DuckDB connection, opened on first use under the project lock (shared for a
+        read-only store, exclusive otherwise; ``locks.py``) and held until ``close()``."""
         if self._con is None:
-            from lethe_sql.udfs.embed import LazyEmbedder
-
-            emb = self._embedder if self._embedder is not None else LazyEmbedder(lambda: self.embedder)
-            reranker = None
-            if self.settings.judge in ("auto", "cross-encoder") and self._reranker_source() is not None:
-                from lethe_sql.udfs.rerank import CrossEncoder, LazyReranker
-
-                src = self._reranker_source()
-                reranker = LazyReranker(lambda: CrossEncoder(src))
-            self._con = connect(self.db_path, read_only=self.read_only, embedder=emb, reranker=reranker)
+            self._con = self._open()
         return self._con
+
+    def _connect(self, read_only: bool):
+        from lethe_sql.udfs.embed import LazyEmbedder
+
+        emb = self._embedder if self._embedder is not None else LazyEmbedder(lambda: self.embedder)
+        reranker = None
+        if self.settings.judge in ("auto", "cross-encoder") and self._reranker_source() is not None:
+            from lethe_sql.udfs.rerank import CrossEncoder, LazyReranker
+
+            src = self._reranker_source()
+            reranker = LazyReranker(lambda: CrossEncoder(src))
+        return connect(self.db_path, read_only=read_only, embedder=emb, reranker=reranker)
+
+    def _open(self):
+        from .errors import DatabaseCorrupt, MigrationError
+
+        if self.db_path == ":memory:":
+            return self._connect(self.read_only)
+        self._lock.acquire(exclusive=not self.read_only)
+        try:
+            if self.read_only:
+                try:
+                    return self._connect(True)
+                except (DatabaseCorrupt, MigrationError) as exc:
+                    if isinstance(exc, MigrationError) and "newer" in str(exc):
+                        raise
+                # an index to repair or to migrate: once, as a writer, then read as before
+                self._lock.release()
+                with MemoryStore(self.root, db_path=self.db_path, embedder=self._embedder,
+                                 token_index=self.token_index, settings=self.settings) as writer:
+                    writer.con  # recovers or migrates
+                self._lock.acquire(exclusive=False)
+                return self._connect(True)
+            try:
+                con = self._connect(False)
+            except DatabaseCorrupt as exc:
+                con = self._recover(exc)
+            from .learn import apply_pending
+
+            apply_pending(con, self.settings, Path(self.db_path).parent)
+            return con
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _recover(self, exc):
+        """The index cannot be read: move it aside (with its WAL), build a new one from the
+        markdown, and say once what was lost (what it had learned; the memories themselves
+        are all in the markdown files)."""
+        import warnings
+
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        db = Path(self.db_path)
+        aside = db.with_name(f"{db.name}.corrupt-{stamp}")
+        for src, dst in ((db, aside), (db.with_name(db.name + ".wal"), aside.with_name(aside.name + ".wal"))):
+            if src.exists() or src.is_symlink():
+                os.replace(src, dst)
+        warnings.warn(
+            f"the index could not be read ({exc}); it was moved to {aside.name} and is being rebuilt from "
+            "the markdown files. Every memory is kept; what the index had learned from searches "
+            "(query clusters, suppression, tiers) starts over",
+            UserWarning, stacklevel=2,
+        )
+        con = self._connect(False)
+        self._con = con
+        self.index()
+        return con
 
     def close(self) -> None:
         if self._con is not None:
-            self._con.close()
-            self._con = None
+            try:
+                self._con.close()
+            finally:
+                self._con = None
+                self._lock.release()
 
     def __enter__(self) -> "MemoryStore":
         return self
@@ -250,12 +326,32 @@ class MemoryStore:
         return report
 
     def _embed(self, texts: list[str], tick: Callable[[int], None] | None = None):
-        """Sentence vectors, plus token vectors when the embedder gives them."""
+        """Sentence vectors, plus token vectors when the embedder gives them. Texts embedded
+        ahead (``_embed_ahead``: before the lock was taken) are not embedded again."""
         emb = self.embedder
         check_model(self.con, emb.model_id)
-        if self.token_index and hasattr(emb, "encode_full"):
+        full = self.token_index and hasattr(emb, "encode_full")
+        if self._ready and all(t in self._ready for t in texts):
+            import numpy as np
+
+            if tick:
+                tick(len(texts))
+            vecs = np.stack([self._ready[t][0] for t in texts]) if texts else np.zeros((0, 384), np.float32)
+            return vecs, ([self._ready[t][1] for t in texts] if full else None)
+        if full:
             return emb.encode_full(texts, tick)
         return emb.encode(texts, progress=tick), None
+
+    def _embed_ahead(self, texts: list[str]) -> None:
+        """Embed ``texts`` now, before the index is opened: a writer then holds the lock
+        only for the write, not for loading the model and running it."""
+        emb = self.embedder
+        if self.token_index and hasattr(emb, "encode_full"):
+            vecs, toks = emb.encode_full(texts)
+        else:
+            vecs, toks = emb.encode(texts), [None] * len(texts)
+        for t, v, k in zip(texts, vecs, toks):
+            self._ready[t] = (v, k)
 
     def _rebuild(self, progress: Progress | None) -> None:
         """Re-embed every entry and rebuild the FTS tables; learned state is kept."""
@@ -338,12 +434,22 @@ class MemoryStore:
         if not probe:
             raise UsageError("nothing to add: the memory holds no indexable text")
         new_id = probe[-1].id
+        if self._con is None and self.db_path != ":memory:":
+            from lethe_sql.udfs.models import ModelMissing
+
+            try:
+                self._embed_ahead([probe[-1].text])  # the model runs before the lock is taken
+            except ModelMissing:
+                pass  # the memory is still written below; indexing then says what is missing
         con = self.con
         old = self._supersede_targets(new_id, supersedes)
         if not old and con.execute("SELECT count(*) FROM entries WHERE id = ?", [new_id]).fetchone()[0]:
             return AddResult(new_id, "duplicate", (), redacted, written=False)
         self.memory_dir.mkdir(parents=True, exist_ok=True)
-        append_section(self.memory_dir, path, _as_section(text, when, heading, old))
+        # A retry of an add whose first attempt wrote its section (and then failed to index)
+        # finds it in today's file written by `lethe add`: it is not written twice.
+        section = _as_section(text, when, heading, old)
+        append_section(self.memory_dir, path, section, unless_section=(new_id, old))
         self.index()
         holder = con.execute("SELECT into_id FROM absorbed WHERE id = ?", [new_id]).fetchone()
         if holder is not None:
@@ -542,10 +648,19 @@ class MemoryStore:
 
         q = clean_query(query)
         s = (settings or self.settings).with_(top_k=top_k)
+        enc = encode_query(self.embedder, q)  # the model runs before the index is opened
         j = self.judge(judge)
-        enc = encode_query(self.embedder, q)
-        may_learn = (not self.read_only) if learn is None else (learn and not self.read_only)
-        return run(self.con, enc, s, j, learn=may_learn)
+        if learn is False:
+            return run(self.con, enc, s, j, learn=False)
+        if self.read_only:
+            # A reader cannot write: the learning update waits in a file for the next writer
+            # (learn.record_pending / apply_pending), so a search never needs the write lock.
+            from .learn import record_pending
+
+            index_dir = Path(self.db_path).parent if self.db_path != ":memory:" else None
+            return run(self.con, enc, s, j, learn=index_dir is not None,
+                       defer=(lambda **update: record_pending(index_dir, **update)) if index_dir else None)
+        return run(self.con, enc, s, j, learn=True)
 
     def search(
         self,
@@ -559,9 +674,10 @@ class MemoryStore:
     ) -> list[SearchResult]:
         """Ranked memories for ``query``.
 
-        ``mode="default"`` runs the whole pipeline (first stage, judge, learning
-        unless read-only or ``learn=False``). ``hybrid``, ``bm25`` and ``dense`` run
-        one first-stage macro alone and change nothing.
+        ``mode="default"`` runs the whole pipeline (first stage, judge, learning unless
+        ``learn=False``; a read-only store defers what it learns to the next writer:
+        ``learn.record_pending``). ``hybrid``, ``bm25`` and ``dense`` run one first-stage
+        macro alone and change nothing.
         """
         k = top_k or self.settings.top_k
         if mode != "default":

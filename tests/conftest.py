@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Every `lethe` the tests start runs its command in its own process (a service started by
+# one test's command would outlive it); tests/test_service.py turns the service on itself.
+os.environ["LETHE_SERVE"] = "0"
 SHARED_DATA = REPO.parent / "shared" / "data"
 BIN = Path(sys.executable).parent
 

@@ -145,6 +145,22 @@ class Embedder:
         return out, toks
 
 
+_SHARED: dict[tuple, Embedder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_embedder() -> Embedder:
+    """One ``Embedder`` per process and model (files and ``LETHE_THREADS``): a long-lived
+    process (``lethe serve``) loads the model once, whichever store asks."""
+    src = resolve_embedder()
+    key = (str(src.onnx_path), str(src.tokenizer_path), os.environ.get("LETHE_THREADS", ""))
+    with _SHARED_LOCK:
+        emb = _SHARED.get(key)
+        if emb is None:
+            emb = _SHARED[key] = Embedder(src)
+        return emb
+
+
 class LazyEmbedder:
     """Loads the model on first use, so opening a database costs no model load."""
 
