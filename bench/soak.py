@@ -687,6 +687,33 @@ def _proc_cpu(skip_under: Path) -> dict | None:
     return out
 
 
+def _cpu_now() -> dict | None:
+    """The machine's busy CPU seconds so far (/proc/stat), and this process's own and its
+    waited-for children's (the run's ``lethe`` processes)."""
+    import resource
+
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    tck = os.sysconf("SC_CLK_TCK")
+    busy = (f[0] + f[1] + f[2] + sum(f[5:8])) / tck  # user nice system irq softirq steal
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"busy": busy, "self": me.ru_utime + me.ru_stime, "children": kids.ru_utime + kids.ru_stime}
+
+
+def machine_cpu(before: dict | None, after: dict | None, wall: float) -> dict | None:
+    """Who used the machine's CPU during the loops, in CPU seconds."""
+    if before is None or after is None:
+        return None
+    d = {k: after[k] - before[k] for k in before}
+    return {"busy_s": round(d["busy"], 1), "capacity_s": round((os.cpu_count() or 1) * wall, 1),
+            "run_lethe_s": round(d["children"], 1), "harness_s": round(d["self"], 1),
+            "rest_s": round(d["busy"] - d["children"] - d["self"], 1),
+            "note": "rest: every other process, this run's detached background reindexes included"}
+
+
 def other_cpu(before: dict | None, after: dict | None, wall: float) -> dict | None:
     """What the machine's other processes used during the loops (CPU seconds)."""
     if before is None or after is None:
@@ -843,7 +870,7 @@ def run(duration: str, *, adders: int = 3, searchers: int = 2, indexers: int = 1
             for w in range(n):
                 th = threading.Thread(target=fn, args=(w,), name=f"soak-{kind}-{w}", daemon=True)
                 threads.append(th)
-        cpu_before = _proc_cpu(tmp)
+        cpu_before, machine_before = _proc_cpu(tmp), _cpu_now()
         soak.t0 = time.monotonic()
         for th in threads:
             th.start()
@@ -870,6 +897,7 @@ def run(duration: str, *, adders: int = 3, searchers: int = 2, indexers: int = 1
                 th.join(1.0)
         loop_s = time.monotonic() - soak.t0
         result["other_processes"] = other_cpu(cpu_before, _proc_cpu(tmp), loop_s)
+        result["machine_cpu"] = machine_cpu(machine_before, _cpu_now(), loop_s)
         result["loop_wall_s"] = round(loop_s, 2)
         result["load_1min_during"] = ({"min": round(min(loads), 2), "mean": round(sum(loads) / len(loads), 2),
                                        "max": round(max(loads), 2), "samples": len(loads)} if loads else None)
@@ -947,6 +975,10 @@ def summary_lines(r: dict) -> list[str]:
     if r.get("duckdb_readonly"):
         d = r["duckdb_readonly"]
         lines.append(f"  plain duckdb read-only open: {'ok' if d['ok'] else 'FAILED: ' + str(d['error'])}")
+    mc = r.get("machine_cpu")
+    if mc:
+        lines.append(f"  machine CPU during the loops: {mc['busy_s']} of {mc['capacity_s']} s busy: this run's lethe "
+                     f"processes {mc['run_lethe_s']}, harness {mc['harness_s']}, rest {mc['rest_s']}")
     oc = r.get("other_processes")
     if oc:
         lines.append(f"  other processes used {oc['cpu_s']} of {oc['capacity_cpu_s']} CPU s during the loops"
@@ -1014,7 +1046,7 @@ def markdown(r: dict) -> str:
               f"{v['duplicated_in_index']}) |",
               f"| failed but written (add / hook) | {v['failed_but_written']} ({v['failed_but_written_by_kind']['add']} / "
               f"{v['failed_but_written_by_kind']['hook']}) |",
-              f"| markdown sections / index entries at the end | {v['markdown_sections']} / {v['index_entries']} |",
+              f"| markdown sections (a file's title block counts as one) / index entries at the end | {v['markdown_sections']} / {v['index_entries']} |",
               f"| index entries at start / end | {(r.get('index_start') or {}).get('entries')} / "
               f"{(r.get('index_end') or {}).get('entries')} |",
               f"| index bytes (db + wal) at start / end | {(r.get('index_start') or {}).get('bytes')} / "
@@ -1040,10 +1072,14 @@ def markdown(r: dict) -> str:
         for e in r["errors"]:
             line = e["error"].replace("|", "\\|")
             L.append(f"| {e['count']} | {', '.join(f'{k} {n}' for k, n in e['kinds'].items())} | {e['first_at_s']} | `{line}` |")
-    oc = r.get("other_processes")
+    mc, oc = r.get("machine_cpu"), r.get("other_processes")
+    if mc or oc:
+        L += ["", "## What else was running during the loops", ""]
+    if mc:
+        L += [f"The machine's CPUs were busy {mc['busy_s']} of {mc['capacity_s']} CPU seconds: this run's `lethe` "
+              f"processes {mc['run_lethe_s']}, the harness {mc['harness_s']}, the rest {mc['rest_s']} ({mc['note']}).", ""]
     if oc:
-        L += ["", "## What else was running during the loops", "",
-              f"Other processes used {oc['cpu_s']} CPU seconds of the machine's {oc['capacity_cpu_s']} "
+        L += [f"Processes of others used {oc['cpu_s']} CPU seconds of the machine's {oc['capacity_cpu_s']} "
               f"({oc['note']}):", "", "| pid | CPU s | command |", "|---|---|---|"]
         L += [f"| {t['pid']} | {t['cpu_s']} | `{t['command']}` |" for t in oc["top"]]
     L += ["", "Failed: exit status != 0, a `lethe: error:` line (for a hook, a `lethe: hook:` line that is not a "
