@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic", "updates")
+DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic", "updates", "soak")
 DEFAULT_CONFIGS = ("bm25", "dense", "hybrid")
 LEARNING_PROTOCOLS = ("prequential", "split")
 DEFAULT_PROTOCOL = {"locomo": "turn-global", "longmemeval": "turn-global", "nfcorpus": "beir", "beir": "beir",
@@ -109,9 +109,10 @@ def _learning_summary(lr: dict | None) -> list[str]:
 
 
 def bench_command(
-    dataset: str = typer.Argument(..., help="locomo, longmemeval, nfcorpus (or beir), or synthetic."),
+    dataset: str = typer.Argument(..., help="locomo, longmemeval, nfcorpus (or beir), synthetic, updates or soak."),
     path: str = typer.Argument(
-        ..., help="The data file or folder (never copied). For synthetic: corpus sizes, e.g. 10k,50k,200k."
+        ..., help="The data file or folder (never copied). For synthetic: corpus sizes, e.g. 10k,50k,200k. "
+        "For soak: how long the loops run, e.g. 30s, 5m."
     ),
     config: Optional[List[str]] = typer.Option(
         None, "--config", "-c", help="A config to run (repeat): bm25, dense, hybrid, fused, hybrid+li, hybrid+rerank, default "
@@ -158,16 +159,31 @@ def bench_command(
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where the temporary databases go (default: system temp)."),
     projects: Optional[str] = typer.Option(None, "--projects", help="updates: only these projects (comma-separated ids)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+    adders: int = typer.Option(3, "--adders", min=0, help="soak: concurrent `lethe add` loops."),
+    searchers: int = typer.Option(2, "--searchers", min=0, help="soak: concurrent `lethe search --json` loops."),
+    indexers: int = typer.Option(1, "--indexers", min=0, help="soak: concurrent `lethe index` loops."),
+    hooks: int = typer.Option(1, "--hooks", min=0, help="soak: concurrent Claude Code Stop hook loops (`lethe hook stop`)."),
+    size: int = typer.Option(200, "--size", min=1, help="soak: memories in the starting set."),
+    lethe: Optional[str] = typer.Option(None, "--lethe", help="soak: the `lethe` executable to test (default: the one beside this Python)."),
+    op_timeout: float = typer.Option(120.0, "--op-timeout", min=1, help="soak: seconds before a hung `lethe` process is killed (counted as failed)."),
+    keep: bool = typer.Option(False, "--keep", help="soak: keep the temporary project (its path is in the report)."),
 ) -> None:
     """Benchmark retrieval quality and latency on a data set, through the user code path.
 
     `updates PATH` scores memory that stays true on dated update chains (bench/updates.py):
     cur@1, cur_first, stale@1, past@5, static@5, configs default and default-norevisions
-    (and hybrid, bm25); --projects p01,p02 picks projects."""
+    (and hybrid, bm25); --projects p01,p02 picks projects.
+
+    `soak DURATION` runs concurrent loops of whole `lethe` processes (add, search, index, the
+    Stop hook) on a fresh temporary project, then checks that nothing was lost or duplicated
+    (bench/soak.py); --adders/--searchers/--indexers/--hooks/--size/--lethe/--keep."""
     from lethe_sql.errors import LetheError, UsageError
 
     if dataset.lower() == "updates":
         return _updates(path, config, projects, seed, out, json_out, workdir, quiet)
+    if dataset.lower() == "soak":
+        return _soak(path, adders, searchers, indexers, hooks, size, seed, lethe, out, json_out, workdir, keep,
+                     op_timeout, quiet)
     try:
         result, per_query = _run(**locals())
     except LetheError as exc:
@@ -213,6 +229,23 @@ def _updates(path, config, projects, seed, out, json_out, workdir, quiet) -> Non
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
         typer.echo(updates.markdown(result, command))
+
+
+def _soak(duration, adders, searchers, indexers, hooks, size, seed, lethe, out, json_out, workdir, keep,
+          op_timeout, quiet) -> None:
+    from lethe_sql.errors import LetheError
+
+    from .soak import cli_main
+
+    try:
+        code = cli_main(duration, adders=adders, searchers=searchers, indexers=indexers, hooks=hooks, size=size,
+                        seed=seed, lethe=lethe, out=out, json_out=json_out, workdir=workdir, keep=keep,
+                        op_timeout=op_timeout, quiet=quiet)
+    except LetheError as exc:
+        typer.echo(f"lethe: error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    if code:
+        raise typer.Exit(code)
 
 
 def _run(**kw):

@@ -2,7 +2,8 @@
 
 Writes (or prints) ``bench/results/README.md``: per run, the data set and protocol,
 queries, and per config NDCG@10 [95% CI], Recall@10, Recall@30, MRR (Recall_any@5 for
-session-local) and warm p50/p95; then the synthetic latency runs.
+session-local) and warm p50/p95; then the synthetic latency runs; then the soak runs
+(``lethe bench soak``: per operation kind attempted / failed, p50 / p95 s; lost, duplicated).
 """
 
 from __future__ import annotations
@@ -40,12 +41,22 @@ def _latency_rows(r: dict, folder: str, names: list[str]) -> list[str]:
     return rows
 
 
+def _soak_row(r: dict, folder: str) -> str:
+    p, v = r["params"], r.get("verification") or {}
+    ops = "; ".join(f"{k} {s['attempted']} / {s['failed']}, {s['p50_s']} / {s['p95_s']}" for k, s in r["ops"].items())
+    return (f"| [{folder}]({folder}/report.md) | {r['duration_s']:g} | {p['adders']}/{p['searchers']}/{p['indexers']}/"
+            f"{p['hooks']} | {ops} | {v.get('lost', '-')} | {v.get('duplicated', '-')} | "
+            f"{v.get('failed_but_written', '-')} |")
+
+
 def summarize(root: Path) -> str:
-    quality, runs, names = [], [], []
+    quality, runs, names, soaks = [], [], [], []
     for res in sorted(root.glob("*/results.json")):
         r = json.loads(res.read_text())
         folder = res.parent.name
-        if r.get("protocol") == "latency":
+        if r.get("dataset") == "soak":
+            soaks.append(_soak_row(r, folder))
+        elif r.get("protocol") == "latency":
             names += [n for n in r["configs"] if n not in names]
             runs.append((r, folder))
         elif all("ci95" in c for c in (r.get("configs") or {}).values()) and r.get("configs"):
@@ -66,6 +77,11 @@ def summarize(root: Path) -> str:
                 f"| run | vectors | entries | ingest items/s | bare model items/s | store.add ms | cold `lethe add` ms | {cols} "
                 "| learning update p50 / p95 ms |",
                 "|---|---|---|---|---|---|---|" + "---|" * (len(names) + 1), *latency, ""]
+    if soaks:
+        out += ["## Soak: many agents, one store (`lethe bench soak`)", "",
+                "| run | seconds | adders/searchers/indexers/hooks | per kind: attempted / failed, p50 / p95 s | lost | "
+                "duplicated | failed but written |",
+                "|---|---|---|---|---|---|---|", *soaks, ""]
     return "\n".join(out) + "\n"
 
 
