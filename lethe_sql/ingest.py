@@ -57,6 +57,7 @@ class IndexReport:
     entries_restored: int = 0      # memories an older near-duplicate rule had merged away, brought back
     revisions_declared: int = 0    # links from supersedes= markers, after this pass
     revisions_detected: int = 0    # links detected for this pass's new entries
+    compacted: bool = False        # the index file was rewritten to drop free space
     redacted: int = 0              # secrets redacted + private spans removed in what this pass read
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)

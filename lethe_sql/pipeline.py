@@ -143,7 +143,7 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     ordered, pool, deep, results = judge_and_cut(
         pool, settings, judge, shallow_k, enc.text, timings,
         score=lambda cands: judge.score(con, enc, [c.id for c in cands]),
-        replaced_by=time_order(con, cues, stale) if settings.revisions else None,
+        replaced_by=time_order(con, cues, stale, enc.text) if settings.revisions else None,
     )
     for c in pool:
         c.superseded = stale.get(c.id)
@@ -173,19 +173,26 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     return Outcome(results, pool, judge.name if judge else None, cue, step, deep, learned, rif, timings, notes)
 
 
-def time_order(con, cues, stale: dict[str, Superseded]):
+def time_order(con, cues, stale: dict[str, Superseded], query: str = ""):
     """What ``supersede_order`` reorders by, for a question with these ``cues``: about the
     present, each superseded candidate is replaced by what supersedes it, and by newer
     memories among the top ``PROMOTE_TOP`` that detection scored at ``PROMOTE_AT`` against
     it (``revisions.promotions``); asking outright for an earlier version, each superseding
-    candidate gives way to the versions it superseded; otherwise None (history as is)."""
-    from .revisions import PROMOTE_TOP
+    candidate gives way to the versions it superseded; otherwise None (history as is).
+    A pair is left alone when the question names the older memory apart from the newer
+    one (an identifier it holds and the newer does not: "fact number 5123", "is it still
+    on pg-stg-1?"): the question asks for that one."""
+    from .revisions import PROMOTE_TOP, named_apart
 
     if cues.present:
         def replaced_by(ordered: list) -> dict:
-            out = {k: set(s.ids) for k, s in stale.items()}
-            top = ordered[:PROMOTE_TOP]
-            for old, new in promotions(con, [c.id for c in top]):
+            text = {c.id: c.text for c in ordered}
+            out: dict[str, set] = {}
+            pairs = [(old, new) for old, s in stale.items() for new in s.ids]
+            pairs += list(promotions(con, [c.id for c in ordered[:PROMOTE_TOP]]))
+            for old, new in pairs:
+                if old in text and new in text and named_apart(query, text[old], text[new]):
+                    continue
                 out.setdefault(old, set()).add(new)
             return out
 
@@ -225,6 +232,10 @@ def with_current_versions(con, enc: QueryEncoding, pool: list[Candidate], stale:
     if not want:
         return pool
     rows = con.execute(_PULL_SQL, [enc.vec_text, ids_literal(sorted(want))]).fetchall()
+    from .revisions import named_apart
+
+    old_text = {c.id: c.text for c in pool}
+    rows = [r for r in rows if not named_apart(enc.text, old_text[want[r[0]]], r[2])]
     floor = min((c.adjusted for c in pool), default=0.0)
     pulled: dict[str, list[Candidate]] = {}
     for k, r in enumerate(rows):
@@ -276,13 +287,18 @@ def supersede_order(ordered: list, replaced_by: dict, key=lambda c: c.id, field:
     out = sorted(ordered, key=lambda c: (place(key(c)), rank[key(c)]))
     if field:
         by_key = {key(c): c for c in ordered}
+        memo: dict = {}
 
         def best(k, depth: int = 0) -> float:
+            if k in memo:
+                return memo[k]
+            memo[k] = float("-inf")  # cycle guard
             mine = getattr(by_key[k], field)
             mine = float("-inf") if mine is None else mine
             if depth < 64:
                 for o in newer.get(k, ()):
                     mine = max(mine, best(o, depth + 1))
+            memo[k] = mine
             return mine
 
         for k in newer:

@@ -89,14 +89,9 @@ class Memory:
     position: int | None = None
 
     def before(self, other: "Memory") -> bool:
-        """Written before ``other``: an earlier date, or the same date and an earlier
-        section of the same file (files are written in time order)."""
-        if self.at is None or other.at is None:
-            return False
-        if self.at != other.at:
-            return self.at < other.at
-        return (self.source is not None and self.source == other.source and self.position is not None
-                and other.position is not None and self.position < other.position)
+        """Written strictly before ``other``. Sections of one day's file without a time are
+        not ordered: a list written at once ("fact 1", "fact 2", ...) holds no revisions."""
+        return self.at is not None and other.at is not None and self.at < other.at
 
 
 #: the pair features, in model order (``pair_features``)
@@ -169,6 +164,14 @@ def _identifiers(text: str) -> set[str]:
         if len(tok) >= 2 and any(c.isalnum() for c in tok):
             out.add(tok)
     return out
+
+
+def named_apart(query: str, old_text: str, new_text: str) -> bool:
+    """Whether ``query`` names ``old_text`` apart from ``new_text``: it holds an identifier
+    (``_identifiers``: a number, a version, a path, a host) that occurs in the older text
+    and not in the newer one."""
+    old, new = (old_text or "").lower(), (new_text or "").lower()
+    return any(q in old and q not in new for q in _identifiers(query))
 
 
 def probability(features: Sequence[float]) -> float:
@@ -405,9 +408,9 @@ def sync(con, *, sources: Sequence[str], new: Sequence[tuple[str, object]], vect
     return {"declared": declared, "detected": detected}
 
 
-# "older than the memory written at $at in $src at $pos" (Memory.before), and its mirror
-_OLDER = "(created_at < $at OR (created_at = $at AND source = $src AND position < $pos))"
-_NEWER = "(created_at > $at OR (created_at = $at AND source = $src AND position > $pos))"
+# "older than the memory written at $at" (Memory.before), and its mirror
+_OLDER = "(created_at < $at)"
+_NEWER = "(created_at > $at)"
 
 
 def _older_neighbours(con, ids: list[str], vecs: np.ndarray, at: dict) -> list[tuple[str, str, float, int]]:
@@ -429,14 +432,14 @@ def _older_neighbours(con, ids: list[str], vecs: np.ndarray, at: dict) -> list[t
             rows = con.execute(
                 f"""SELECT id, array_inner_product(embedding, CAST($v AS FLOAT[384])) AS c FROM entries
                     WHERE embedding IS NOT NULL AND {_OLDER} ORDER BY c DESC, id LIMIT $k""",
-                {"v": lit, "at": when, "src": src, "pos": pos, "k": NEIGHBOURS},
+                {"v": lit, "at": when, "k": NEIGHBOURS},
             ).fetchall()
             out += [(o, i, float(c), r) for r, (o, c) in enumerate(rows) if c >= COS_FLOOR]
             newer = con.execute(
                 f"""SELECT id, created_at, source, position, embedding::VARCHAR,
                            array_inner_product(embedding, CAST($v AS FLOAT[384])) AS c FROM entries
                     WHERE embedding IS NOT NULL AND {_NEWER} AND c >= $floor ORDER BY c DESC, id LIMIT $k""",
-                {"v": lit, "at": when, "src": src, "pos": pos, "floor": COS_FLOOR, "k": NEIGHBOURS},
+                {"v": lit, "at": when, "floor": COS_FLOOR, "k": NEIGHBOURS},
             ).fetchall()
             for y, y_at, y_src, y_pos, y_vec, c in newer:
                 if y in batch:
@@ -444,7 +447,7 @@ def _older_neighbours(con, ids: list[str], vecs: np.ndarray, at: dict) -> list[t
                 rank = con.execute(
                     f"""SELECT count(*) FROM entries WHERE embedding IS NOT NULL AND {_OLDER} AND id <> $me
                         AND array_inner_product(embedding, CAST($v AS FLOAT[384])) > $c""",
-                    {"at": y_at, "src": y_src, "pos": y_pos, "me": i, "v": y_vec, "c": c},
+                    {"at": y_at, "me": i, "v": y_vec, "c": c},
                 ).fetchone()[0]
                 if rank < NEIGHBOURS:
                     out.append((i, y, float(c), int(rank)))
@@ -456,14 +459,10 @@ def _older_neighbours(con, ids: list[str], vecs: np.ndarray, at: dict) -> list[t
     big = np.datetime64("9999-12-31")
     when = np.array([np.datetime64(facts[x][0]) if facts[x][0] else big for x in all_ids], dtype="datetime64[us]")
     known = np.array([facts[x][0] is not None for x in all_ids])
-    src_codes = {s: n for n, s in enumerate(sorted({str(facts[x][1]) for x in all_ids}))}
-    srcs = np.array([src_codes[str(facts[x][1])] for x in all_ids])
-    poss = np.array([facts[x][2] if facts[x][2] is not None else -1 for x in all_ids])
     pos = {x: k for k, x in enumerate(all_ids)}
 
     def older_than(k: int) -> np.ndarray:
-        same = (when == when[k]) & (srcs == srcs[k]) & (poss < poss[k]) & (poss >= 0)
-        return known & ((when < when[k]) | same)
+        return known & (when < when[k])
 
     rows = [pos[i] for i in ids if i in pos and facts[i][0] is not None]
     outside = np.array([x not in batch for x in all_ids])

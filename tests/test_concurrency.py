@@ -248,3 +248,46 @@ def test_a_corrupt_index_is_moved_aside_and_rebuilt_from_the_markdown(tmp_path, 
     assert len(list(db.parent.glob("lethe.duckdb.corrupt-*"))) >= 1
     again = run([*r, "search", "which bucket holds staging assets"], cli_env)
     assert "moved to" not in again.stderr    # said once
+
+
+# -- growth -----------------------------------------------------------------------------
+
+
+def test_index_keeps_the_file_within_twice_a_fresh_build_under_churn(project, monkeypatch):
+    """Deleted rows leave free blocks DuckDB seldom reuses; `index` compacts the file (here
+    from any size: the real threshold is 16 MiB) and keeps everything it learned."""
+    from lethe_sql.store import MemoryStore
+
+    monkeypatch.setattr(MemoryStore, "COMPACT_MIN_BYTES", 0)
+    words = "postgres redis deploy staging port timeout retry webhook invoice ledger cache queue".split()
+
+    def files(gen: dict) -> None:
+        for f in range(4):
+            write(project.memory_dir / f"2026-01-0{f + 1}.md", "".join(
+                f"## {i}\n{' '.join(words[(i + k) % len(words)] for k in range(12))} item{i} version{gen[i]}\n"
+                for i in range(f * 40, f * 40 + 40)))
+
+    gen = {i: 0 for i in range(160)}
+    files(gen)
+    project.index()
+    project.con.execute("CHECKPOINT")  # as the 8 MB WAL threshold does in a store of real size
+    db = Path(project.db_path)
+    fresh = db.stat().st_size
+    project.search("staging port timeout")          # learned state that must survive
+    sizes, compactions = [], 0
+    for r in range(6):
+        for i in range(r * 40 % 160, r * 40 % 160 + 40):
+            gen[i] += 1
+        files(gen)
+        for f in project.memory_dir.glob("*.md"):
+            os.utime(f, (r + 10, r + 10))
+        rep = project.index()
+        project.con.execute("CHECKPOINT")
+        compactions += rep.compacted
+        sizes.append(sum(p.stat().st_size for p in db.parent.glob("lethe.duckdb*")))
+    assert compactions >= 1
+    assert max(sizes) <= 2 * fresh, (fresh, sizes)
+    con = project.con
+    assert con.execute("SELECT count(*) FROM entries").fetchone()[0] == 160
+    assert con.execute("SELECT value FROM meta WHERE key = 'search_step'").fetchone()[0] == "1"
+    assert project.search("staging port timeout", mode="bm25", top_k=1)
