@@ -98,3 +98,7 @@ def test_lethe_runs_from_the_wheel_outside_the_checkout(installed, tmp_path):
     assert hits[0]["content"].endswith("The wheel install found its SQL macros.")
     demo = sh([lethe, "demo", "--top-k", "1"], cwd=work, env=env).stdout
     assert "indexed" in demo and " 1. [" in demo
+    report = json.loads(sh([lethe, "doctor", "--json"], cwd=work, env=env).stdout)
+    checks = {c["id"]: c for c in report["checks"]}
+    assert report["ok"] and checks["path"]["data"]["path"] == lethe and checks["embedder"]["status"] == "ok"
+    assert checks["project"]["status"] == "ok" and checks["project"]["data"]["entries"] == 1
