@@ -154,3 +154,13 @@ def test_codex_block_is_found_and_its_command_checked(env, tmp_path):
     r = doctor(env, tmp_path, expect=1)
     c = r["by_id"]["codex"]
     assert c["status"] == "fail" and "lethe-gone" in c["detail"] and "pipx install" in c["fix"]
+
+
+def test_readme_install_section_goes_tool_then_plugin_then_doctor():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    order = [section.index(s) for s in ("pipx install ", "uv tool install ", "pip install ",
+                                        "plugin install lethe@lethe-sql", "lethe doctor")]
+    assert order == sorted(order)
+    agents = (REPO / "docs" / "agents.md").read_text(encoding="utf-8")
+    assert "pipx install lethe-sql" not in agents + readme  # not on PyPI: install from a checkout
