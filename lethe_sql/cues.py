@@ -86,6 +86,7 @@ class QueryCues:
     earlier: bool = False                      # and says so outright: "before", "used to" (``asks_earlier``)
 
     when: bool = False                         # asks when something happens ("when is the conference")
+    idents: frozenset = frozenset()            # identifiers the query names (``identifiers``)
 
     @property
     def present(self) -> bool:
@@ -177,9 +178,43 @@ def _period(text: str) -> Period | None:
     return None
 
 
+# Identifiers: code spans, and runs of word characters, dots, slashes, colons and dashes
+# that hold a digit, "_", "." or "/" (ports, versions, paths, hosts, config keys, ticket
+# numbers). Runs are matched whole and tested in Python, so the scan is linear.
+_CODE_SPAN = re.compile(r"`[^`\n]{1,80}`")
+_RUN = re.compile(r"[\w./:-]+")
+_ID_SPLIT = re.compile(r"[.:/@]+")
+
+
+def identifiers(text: str) -> set[str]:
+    """Tokens that name a thing exactly, lowercased (see above)."""
+    out = set()
+    t = text or ""
+    for m in _CODE_SPAN.finditer(t):
+        tok = m.group(0).strip("`").strip(".:/-").lower()
+        if tok and any(c.isalnum() for c in tok):
+            out.add(tok)
+    for m in _RUN.finditer(t):
+        tok = m.group(0).strip(".:/-").lower()
+        if any(c.isdigit() or c in "_./" for c in tok) and (len(tok) >= 2 or tok.isdigit()):
+            out.add(tok)
+    return out
+
+
+def id_parts(text: str) -> set[str]:
+    """The identifiers of ``text`` and their parts between dots, colons, slashes and @
+    ("pg-stg-1.int:5432" also gives "pg-stg-1", "int" and "5432")."""
+    out = set()
+    for tok in identifiers(text):
+        out.add(tok)
+        out.update(p for p in _ID_SPLIT.split(tok) if p)
+    return out
+
+
 def analyze(query: str) -> QueryCues:
     return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query),
-                     past=asks_past(query), earlier=asks_earlier(query), when=bool(_WHEN_EVENT.search(query)))
+                     past=asks_past(query), earlier=asks_earlier(query), when=bool(_WHEN_EVENT.search(query)),
+                     idents=frozenset(identifiers(query)))
 
 
 def states_time(text: str) -> bool:
@@ -191,7 +226,7 @@ def is_question(text: str) -> bool:
 
 
 def signals(cues: QueryCues, text: str, created_at) -> dict[str, float]:
-    """The four 0/1 cues of one entry for one query (see the module docstring)."""
+    """The 0/1 cues of one entry for one query (see the module docstring)."""
     phrase = 0.0
     if cues.phrases:
         toks = tokens(text)
@@ -201,4 +236,5 @@ def signals(cues: QueryCues, text: str, created_at) -> dict[str, float]:
         "date": float(cues.period is not None and cues.period.contains(created_at)),
         "question": float(is_question(text)),
         "phrase": phrase,
+        "ident": float(bool(cues.idents) and cues.idents <= id_parts(text)),
     }

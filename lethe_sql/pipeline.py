@@ -328,7 +328,8 @@ def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
         if wt:
             out += wt * _zscore(np.asarray([getattr(c, f) or 0.0 for c in pool], dtype=np.float64), eps=1e-12)
     if cues is not None:
-        cw = {"time": s.blend_time, "date": s.blend_date, "question": s.blend_question, "phrase": s.blend_phrase}
+        cw = {"time": s.blend_time, "date": s.blend_date, "question": s.blend_question, "phrase": s.blend_phrase,
+              "ident": s.blend_ident}
         if any(cw.values()):
             for i, c in enumerate(pool):
                 sig = signals(cues, c.text, c.created_at)

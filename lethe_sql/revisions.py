@@ -32,6 +32,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .cues import id_parts as _id_parts, identifiers as _identifiers
+
 #: each memory is scored against this many of its nearest older memories (cosine)
 NEIGHBOURS = 10
 #: no pair below this cosine is scored
@@ -152,25 +154,11 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
 CLIP_Z = 3.0
 
 
-_IDENT = re.compile(r"`[^`\n]{1,80}`|[\w./:-]*[\d_./][\w./:-]*")
-
-
-def _identifiers(text: str) -> set[str]:
-    """Tokens that name a thing exactly: code spans and words holding a digit, ``_``, ``.``
-    or ``/`` (ports, versions, paths, config keys, hosts), lowercased."""
-    out = set()
-    for m in _IDENT.finditer(text or ""):
-        tok = m.group(0).strip("`.:/-").lower()
-        if len(tok) >= 2 and any(c.isalnum() for c in tok):
-            out.add(tok)
-    return out
-
-
 def named_apart(query: str, old_text: str, new_text: str) -> bool:
     """Whether ``query`` names ``old_text`` apart from ``new_text``: it holds an identifier
     (``_identifiers``: a number, a version, a path, a host) that occurs in the older text
     and not in the newer one."""
-    old, new = (old_text or "").lower(), (new_text or "").lower()
+    old, new = _id_parts(old_text), _id_parts(new_text)
     return any(q in old and q not in new for q in _identifiers(query))
 
 
@@ -486,6 +474,29 @@ def _older_neighbours(con, ids: list[str], vecs: np.ndarray, at: dict) -> list[t
     return out
 
 
+#: a memory that restates this many of its nearest older memories, each with other words
+#: swapped, all written within ``LIST_SPAN`` of it, is an item of a list, not a revision
+LIST_MIN = 3
+LIST_SPAN_DAYS = 1.0
+
+
+def enumerations(pairs, meta: dict) -> set[str]:
+    """The new memories of ``pairs`` that are items of a list: "fact number 57 about s6"
+    restates "fact number 56 about s5", "... 55 about s4" and more, written minutes
+    apart. A revision chain changes one subject over days; a list of facts written at
+    once looks like a chain to the pairwise rules, and would make every item supersede
+    the ones above it. Such a memory gets no link."""
+    restates: dict[str, list] = {}
+    for old, new, cos, _ in pairs:
+        if old in meta and new in meta and meta[old].before(meta[new]) and _restated(meta[old].text, meta[new].text, cos):
+            restates.setdefault(new, []).append(meta[old].at)
+    out = set()
+    for new, times in restates.items():
+        if len(times) >= LIST_MIN and (meta[new].at - min(times)).total_seconds() < LIST_SPAN_DAYS * 86400:
+            out.add(new)
+    return out
+
+
 def _detect(con, ids: list[str], vecs: np.ndarray, graph: _Graph, vetoes: set) -> int:
     """Score the pairs ``_older_neighbours`` finds (``revision_candidates``) and link those
     at ``LINK_AT`` that no veto forbids and no cycle stops; returns the links made."""
@@ -516,9 +527,10 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: _Graph, vetoes: set) -
     for o, n in existing:
         graph.add(o, n)
     have = {(o, n) for o, n in existing}
+    listed = enumerations(pairs, meta)
     scored: dict[tuple[str, str], tuple[float, str, bool]] = {}
     for old, new, cos, rank in pairs:
-        if (old, new) in scored or old not in meta or new not in meta:
+        if (old, new) in scored or old not in meta or new not in meta or new in listed:
             continue
         v = classify(meta[old], meta[new], cos, rank, df, n_docs)
         if v.score > 0:

@@ -328,3 +328,16 @@ def test_lethe_index_says_how_many_were_absorbed(tmp_path, cli_env):
     write(root / ".lethe" / "memory" / "a.md", f"## a\n{BASE}\n## b\n{VARIANT}\n## c\n{LONGER}\n")
     out = run([*r, "index"], cli_env).stdout
     assert "+2 -0 entries" in out and "1 duplicate(s) absorbed" in out
+
+
+def test_dated_facts_that_differ_in_a_number_are_each_found_first_by_their_number(project):
+    """The same list in a dated file with times (so revisions could be detected among its
+    sections): a question naming a fact's number still gets that fact first."""
+    n = 120
+    write(project.memory_dir / "2026-11-01.md", "".join(
+        f"## {8 + i // 60:02d}:{i % 60:02d} fact {i}\nfact number {i} about service s{i % 17}\n" for i in range(1, n + 1)))
+    project.index()
+    for i in (3, 57, 118):
+        want = id_of(f"fact number {i} about service s{i % 17}")
+        top = [h.id for h in project.search(f"fact number {i}", top_k=5, learn=False)]
+        assert top[0] == want, (i, top)
