@@ -157,7 +157,10 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
 CLIP_Z = 3.0
 
 
-_IDENT = re.compile(r"`[^`\n]{1,80}`|[\w./:-]*[\d_./][\w./:-]*")
+# A code span, or a whole run of [\w./:-] (entered only at its start: linear time); a run
+# names a thing when it holds a digit, "_", "." or "/" (_IDENT_MARK).
+_IDENT = re.compile(r"`[^`\n]{1,80}`|(?<![\w./:-])[\w./:-]++")
+_IDENT_MARK = re.compile(r"[\d_./]")
 
 
 def _identifiers(text: str) -> set[str]:
@@ -165,7 +168,10 @@ def _identifiers(text: str) -> set[str]:
     or ``/`` (ports, versions, paths, config keys, hosts), lowercased."""
     out = set()
     for m in _IDENT.finditer(text or ""):
-        tok = m.group(0).strip("`.:/-").lower()
+        tok = m.group(0)
+        if not tok.startswith("`") and not _IDENT_MARK.search(tok):
+            continue
+        tok = tok.strip("`.:/-").lower()
         if len(tok) >= 2 and any(c.isalnum() for c in tok):
             out.add(tok)
     return out
