@@ -4,7 +4,9 @@ Every indexed text is produced by ``markdown.parse`` (memory files, ``lethe add`
 mined transcripts, hook summaries) or ``markdown.Document.to_chunk`` (documents
 put into the store directly), and both pass their text through :func:`scrub`
 first, so the ``entries`` table, the FTS tables, the token index and the
-``absorbed`` table never hold a private span or a recognised secret.
+``absorbed`` table never hold a private span or a recognised secret. Search
+queries are scrubbed before ``query_log`` stores them, and an exchange before the
+stop hook sends it to a summarising model.
 
 * ``<private> ... </private>`` (any case, may span lines and sections) is removed
   with its contents; an unclosed ``<private>`` hides everything after it.
