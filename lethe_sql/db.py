@@ -38,10 +38,10 @@ _LOCK_RE = re.compile(r"Conflicting lock is held in (?P<proc>\S+) \(PID (?P<pid>
 
 
 def _lock_timeout() -> float:
-    try:
-        return float(os.environ.get("LETHE_LOCK_TIMEOUT", "10"))
-    except ValueError:
-        return 10.0
+    """LETHE_LOCK_TIMEOUT (seconds, default 10); a value that is not a number >= 0 is one line (UsageError)."""
+    from .settings import env_value
+
+    return env_value("LETHE_LOCK_TIMEOUT", "float", 10.0, least=0)
 
 
 def open_duckdb(path: str | os.PathLike, *, read_only: bool = False, timeout: float | None = None):

@@ -37,7 +37,8 @@ import numpy as np
 from .fts import context_refresh, context_sync, fts_add, fts_delete
 from .markdown import Chunk, dedup_key, sections
 
-MAX_FILE_BYTES = int(os.environ.get("LETHE_MAX_FILE_BYTES", 16 * 1024 * 1024))
+#: the largest memory file indexed unless LETHE_MAX_FILE_BYTES says otherwise (max_file_bytes)
+MAX_FILE_BYTES = 16 * 1024 * 1024
 BINARY_SNIFF = 8192
 
 Progress = Callable[[str, int, int], None]
@@ -77,13 +78,23 @@ class SourceText:
     forgotten: tuple[str, ...] = ()   # ids of its tombstoned sections (filled by scan)
 
 
-def read_memory_file(path: Path, rel: str, warnings: list[str]) -> SourceText | None:
-    """Read one memory file defensively; ``None`` (with a warning) when it must be skipped."""
+def max_file_bytes() -> int:
+    """LETHE_MAX_FILE_BYTES, read when a pass runs (never at import: a bad value must not
+    break `lethe --help`); a value that is not a positive integer is a UsageError."""
+    from .settings import env_value
+
+    return env_value("LETHE_MAX_FILE_BYTES", "int", MAX_FILE_BYTES, least=1)
+
+
+def read_memory_file(path: Path, rel: str, warnings: list[str], limit: int | None = None) -> SourceText | None:
+    """Read one memory file defensively; ``None`` (with a warning) when it must be skipped.
+    ``limit``: the largest size read (default ``max_file_bytes()``)."""
+    limit = max_file_bytes() if limit is None else limit
     try:
         st = path.stat()
-        if st.st_size > MAX_FILE_BYTES:
+        if st.st_size > limit:
             warnings.append(
-                f"skipped {rel}: {st.st_size / 2**20:.1f} MiB is over the {MAX_FILE_BYTES / 2**20:.0f} MiB "
+                f"skipped {rel}: {st.st_size / 2**20:.1f} MiB is over the {limit / 2**20:.0f} MiB "
                 "limit for a memory file (LETHE_MAX_FILE_BYTES)"
             )
             return None
@@ -530,6 +541,7 @@ def scan(
         ).fetchall()
     }
     paths = memory_files(memory_dir) if only is None else [Path(p) for p in only]
+    limit = max_file_bytes()
     changed: dict[str, tuple[SourceText | None, list[Chunk]]] = {}
     seen = unchanged = skipped = 0
     present = set()
@@ -547,7 +559,7 @@ def scan(
         if prev and prev[0] == st.st_size and prev[1] == st.st_mtime:
             unchanged += 1
             continue
-        facts = read_memory_file(p, rel, warnings)
+        facts = read_memory_file(p, rel, warnings, limit)
         if facts is None:
             skipped += 1
             continue
