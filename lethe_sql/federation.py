@@ -558,9 +558,10 @@ def search(
     """Search ``projects`` together; raises UsageError when none could be attached."""
     from .judges import encode_query
     from .search import clean_query
+    from .settings import check_count
 
     q = clean_query(query)
-    s = (settings or Settings()).with_(top_k=top_k)
+    s = (settings or Settings()).with_(top_k=None if top_k is None else check_count("top_k", top_k))
     if embedder is None:
         from lethe_sql.udfs.embed import Embedder
 

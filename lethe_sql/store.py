@@ -30,7 +30,7 @@ from .ingest import IndexReport, Progress, apply_changes, check_model, scan, tok
 from .markdown import Document
 from .prepared import forget as forget_statements
 from .search import SearchResult, clean_query, run_search
-from .settings import load_settings
+from .settings import check_count, load_settings
 
 LETHE_DIR = ".lethe"
 _HEADING_LINE = re.compile(r"^(#{1,3})(?=[ \t])", re.M)
@@ -541,7 +541,7 @@ class MemoryStore:
         from .pipeline import run
 
         q = clean_query(query)
-        s = (settings or self.settings).with_(top_k=top_k)
+        s = (settings or self.settings).with_(top_k=None if top_k is None else check_count("top_k", top_k))
         j = self.judge(judge)
         enc = encode_query(self.embedder, q)
         may_learn = (not self.read_only) if learn is None else (learn and not self.read_only)
@@ -561,13 +561,15 @@ class MemoryStore:
 
         ``mode="default"`` runs the whole pipeline (first stage, judge, learning
         unless read-only or ``learn=False``). ``hybrid``, ``bm25`` and ``dense`` run
-        one first-stage macro alone and change nothing.
+        one first-stage macro alone and change nothing. ``top_k`` and ``depth`` are
+        integers from 1 to ``settings.MAX_COUNT`` (1000); others are a UsageError.
         """
-        k = top_k or self.settings.top_k
+        k = check_count("top_k", self.settings.top_k if top_k is None else top_k)
+        d = check_count("depth", self.settings.depth if depth is None else depth)
         if mode != "default":
             q = clean_query(query)
             qvec = self.embed_query(q) if mode in ("hybrid", "dense") else None
-            return run_search(self.con, q, qvec, mode=mode, top_k=k, depth=depth or self.settings.depth)
+            return run_search(self.con, q, qvec, mode=mode, top_k=k, depth=d)
         out = self.search_outcome(query, top_k=k, judge=judge, learn=learn)
         return [
             SearchResult(
