@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 from .db import connect, store_vectors_plain
 from .errors import LetheError, NotAProject, UsageError
-from .ingest import IndexReport, Progress, apply_changes, check_model, scan, token_index_add
+from .ingest import IndexReport, Progress, apply_changes, check_model, memory_files, scan, token_index_add
 from .markdown import Document
 from .prepared import forget as forget_statements
 from .search import SearchResult, clean_query, run_search
@@ -596,7 +596,7 @@ class MemoryStore:
         n_files = con.execute("SELECT count(*) FROM source_files").fetchone()[0]
         tiers = dict(con.execute("SELECT tier, count(*) FROM entries GROUP BY tier ORDER BY tier").fetchall())
         meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-        on_disk = [p for p in self.memory_dir.rglob("*.md")] if self.memory_dir.is_dir() else []
+        on_disk = memory_files(self.memory_dir)  # what `lethe index` reads (links out of the folder left out)
         from lethe_sql.udfs.models import ModelMissing, resolve_embedder
 
         try:
