@@ -14,16 +14,19 @@ import typer
 
 from . import __version__
 from .errors import LetheError, UsageError
+from .settings import MAX_COUNT
 
 ENV_HELP = (
     'Environment: LETHE_EMBED_MODEL (dir or .onnx of the bi-encoder), LETHE_EMBED_TOKENIZER, '
     'LETHE_RERANK_MODEL (dir or .onnx of a cross-encoder), LETHE_HF_ENDPOINT (where `lethe models pull` '
-    'downloads from), LETHE_CACHE (model cache, default ~/.cache/lethe-sql), LETHE_LOCK_TIMEOUT (seconds to '
-    'wait for a locked database, default 10), LETHE_MAX_FILE_BYTES (largest memory file indexed, default '
-    '16 MiB), LETHE_THREADS (onnxruntime threads). Every search setting (top_k, depth, k_shallow, k_deep, '
-    'judge, rerank_threshold, rif, n_clusters, rif_rate, rif_reinforce, rif_max, rif_lambda, rif_alpha, ...) '
-    'can be set in .lethe/config.toml (`lethe config list`) or as LETHE_<NAME>, e.g. LETHE_JUDGE=none; the '
-    'environment wins over the file. LETHE_HOME (global registry folder, default ~/.lethe), '
+    'downloads from), LETHE_CACHE (model cache, default ~/.cache/lethe-sql), LETHE_LOCK_TIMEOUT (seconds a '
+    'command waits its turn for the index, default 60), LETHE_SERVE (0: no background service), '
+    'LETHE_SERVE_IDLE (seconds before an idle service exits, default 600), LETHE_MAX_FILE_BYTES (largest memory file indexed, default '
+    '16 MiB), LETHE_THREADS (onnxruntime threads, 0: one per core). Every search setting (top_k, depth, '
+    'k_shallow, k_deep, judge, rerank_threshold, rif, n_clusters, rif_rate, rif_reinforce, rif_max, rif_lambda, '
+    'rif_alpha, ...) can be set in .lethe/config.toml (`lethe config list`) or as LETHE_<NAME>, e.g. '
+    'LETHE_JUDGE=none; the environment wins over the file; a value that does not fit is one line and exit '
+    'status 2. LETHE_HOME (global registry folder, default ~/.lethe), '
     'LETHE_DISABLE_GLOBAL_REGISTRY=1 (`lethe index` registers nothing), LETHE_AUTO_REGISTER (true/false, '
     'overrides auto_register). '
 ).strip()
@@ -214,7 +217,7 @@ def _rerank_note(judge: str | None) -> str:
 @app.command()
 def search(
     query: str = typer.Argument(..., help="What to look for, in plain words."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, max=1000, help="How many results (default 10)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, max=MAX_COUNT, help="How many results (default 10)."),
     mode: str = typer.Option(
         "default", "--mode",
         help="default (first stage, judge, learning), or one first-stage macro alone: hybrid, bm25, dense.",
@@ -285,7 +288,7 @@ def _fmt(x, spec: str = ".4f") -> str:
 @app.command()
 def explain(
     query: str = typer.Argument(..., help="The query to explain."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, max=1000, help="How many results (default 10)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, max=MAX_COUNT, help="How many results (default 10)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="auto, cross-encoder, late-interaction or none."),
     pool: bool = typer.Option(False, "--pool", help="Show the whole judged pool, not only the results."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),

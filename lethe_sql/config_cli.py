@@ -16,7 +16,6 @@ is parsed again and compared with the old content before it replaces the file
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from dataclasses import fields
@@ -26,6 +25,7 @@ from typing import Optional
 import typer
 
 from .errors import LetheError, UsageError
+from .settings import check_value, flatten, read_config
 
 config_app = typer.Typer(
     help="Read and change this project's settings (.lethe/config.toml). Every key can also be set as "
@@ -33,9 +33,6 @@ config_app = typer.Typer(
     "value comes from.",
     no_args_is_help=True,
 )
-
-CHOICES = {"judge": ("auto", "cross-encoder", "late-interaction", "none"), "fusion": ("z", "rrf")}
-MIN_1 = {"top_k", "depth", "k_shallow", "k_deep", "n_clusters"}
 
 DESCRIPTIONS = {
     "top_k": "results a search returns",
@@ -78,12 +75,9 @@ EXTRA = {"auto_register": ("bool", True), "embed_model": ("path", None), "rerank
 
 def keys() -> dict[str, tuple[str, object]]:
     """key -> (type name, default)."""
-    from .settings import Settings
+    from .settings import Settings, kind_of
 
-    out: dict[str, tuple[str, object]] = {}
-    for f in fields(Settings):
-        t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        out[f.name] = (t.replace(" ", ""), f.default)
+    out: dict[str, tuple[str, object]] = {f.name: (kind_of(f), f.default) for f in fields(Settings)}
     out.update(EXTRA)
     return out
 
@@ -104,35 +98,10 @@ def check_key(key: str) -> tuple[str, object]:
 
 
 def parse_value(key: str, raw: str):
-    """The typed value of ``raw`` for ``key``; UsageError with one line when it does not fit."""
+    """The typed value of ``raw`` for ``key``; UsageError with one line when it does not fit
+    (the rules of ``settings.check_value``, the same for the file and the environment)."""
     kind, _ = check_key(key)
-    text = raw.strip()
-    try:
-        if kind == "bool":
-            low = text.lower()
-            if low in ("true", "1", "yes", "on"):
-                return True
-            if low in ("false", "0", "no", "off"):
-                return False
-            raise ValueError
-        if kind == "int":
-            v = int(text)
-            if v < (1 if key in MIN_1 else 0):
-                raise UsageError(f"{key} must be at least {1 if key in MIN_1 else 0}, got {v}")
-            return v
-        if kind in ("float", "float|None"):
-            v = float(text)
-            if not math.isfinite(v):
-                raise ValueError
-            return v
-    except ValueError:
-        want = {"bool": "true or false", "int": "an integer", "float": "a number", "float|None": "a number"}[kind]
-        raise UsageError(f"{key} takes {want}, got {raw!r}") from None
-    if key in CHOICES and text not in CHOICES[key]:
-        raise UsageError(f"{key} takes one of {', '.join(CHOICES[key])}, got {raw!r}")
-    if not text:
-        raise UsageError(f"{key} takes a non-empty value")
-    return text
+    return check_value(key, kind, raw)
 
 
 def toml_value(v) -> str:
@@ -144,31 +113,6 @@ def toml_value(v) -> str:
         r = repr(v)
         return r if any(c in r for c in ".en") else r + ".0"
     return json.dumps(str(v))  # a TOML basic string: JSON escapes are TOML escapes
-
-
-def _read(path: Path) -> tuple[str, dict]:
-    import tomllib
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return "", {}
-    except OSError as exc:
-        raise LetheError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return text, tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise LetheError(f"{path} is not valid TOML ({exc}); fix it by hand") from None
-
-
-def flatten(data: dict) -> dict:
-    out: dict = {}
-    for k, v in data.items():
-        if isinstance(v, dict):
-            out.update(v)
-        else:
-            out[k] = v
-    return out
 
 
 _HEADER = re.compile(r"^\s*\[")
@@ -214,7 +158,7 @@ def set_value(root: Path, key: str, value) -> Path:
     path = config_path(root)
     if not path.parent.is_dir():
         raise UsageError(f"{root} is not a lethe project (no .lethe folder); run `lethe init` first")
-    text, data = _read(path)
+    text, data = read_config(path)
     new_text = edit(text, key, value)
     try:
         new = flatten(tomllib.loads(new_text))
@@ -234,7 +178,7 @@ def set_value(root: Path, key: str, value) -> Path:
 def effective(root: Path, env: dict | None = None) -> list[dict]:
     """Every key with its value, where it comes from (env, config, default) and what it does."""
     env = os.environ if env is None else env
-    _, data = _read(config_path(root)) if (Path(root) / ".lethe").is_dir() else ("", {})
+    _, data = read_config(config_path(root)) if (Path(root) / ".lethe").is_dir() else ("", {})
     flat = flatten(data)
     rows = []
     for key, (kind, default) in keys().items():
@@ -267,7 +211,7 @@ def apply_model_paths(start: Path | None) -> None:
         root = next((d for d in (here, *here.parents) if (d / ".lethe").is_dir()), None)
         if root is None or not config_path(root).is_file():
             return
-        _, data = _read(config_path(root))
+        _, data = read_config(config_path(root))
     except (LetheError, OSError, RuntimeError):
         return
     flat = flatten(data)

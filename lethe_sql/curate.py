@@ -41,7 +41,7 @@ from .markdown import Section, editable_sections
 
 TRASH_KEEP = 20
 _TOMBSTONE = "<!-- lethe forgotten -->\n"
-_MARKER_LINE = re.compile(r"^\s*<!--\s*lethe\b(?P<attrs>[^>]*)-->\s*$")
+_MARKER_LINE = re.compile(r"^\s*+<!--\s*+lethe\b(?P<attrs>[^<>]*)-->\s*$")  # attributes as markdown._MARKER
 
 
 # -- editing memory files ------------------------------------------------------------

@@ -38,7 +38,6 @@ migrations) is skipped with a warning naming it; the rest still answer.
 from __future__ import annotations
 
 import functools
-import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -308,10 +307,9 @@ def expected_migrations() -> set[str]:
 
 
 def _attach_timeout() -> float:
-    try:
-        return min(float(os.environ.get("LETHE_LOCK_TIMEOUT", "10")), 1.0)
-    except ValueError:
-        return 1.0
+    from .locks import lock_timeout as _lock_timeout
+
+    return min(_lock_timeout(), 1.0)
 
 
 class Federation:
@@ -321,12 +319,12 @@ class Federation:
     ``skipped`` as (slug, reason); ``warnings`` has one line per skipped project."""
 
     def __init__(self, projects: list[Project], *, model_id: str | None = None, timeout: float | None = None):
+        t = _attach_timeout() if timeout is None else timeout
         self.con = duckdb.connect(":memory:")
         self.con.execute((resource_dir("sql") / "00_tokens.sql").read_text(encoding="utf-8"))
         self.projects: list[Project] = []
         self.skipped: list[tuple[str, str]] = []
         self._expected = expected_migrations()
-        t = _attach_timeout() if timeout is None else timeout
         for p in projects:
             try:
                 self._attach(p, model_id, t)
@@ -560,9 +558,10 @@ def search(
     """Search ``projects`` together; raises UsageError when none could be attached."""
     from .judges import encode_query
     from .search import clean_query
+    from .settings import check_count
 
     q = clean_query(query)
-    s = (settings or Settings()).with_(top_k=top_k)
+    s = (settings or Settings()).with_(top_k=None if top_k is None else check_count("top_k", top_k))
     if embedder is None:
         from lethe_sql.udfs.embed import Embedder
 

@@ -39,7 +39,7 @@ from .privacy import scrub
 NESTED_ENV = "LETHE_HOOK_NESTED"  # set for the `claude -p` child: its own hooks do nothing
 DEFAULT_CONTEXT_TOKENS = 600
 CHARS_PER_TOKEN = 4
-SUMMARY_TIMEOUT = float(os.environ.get("LETHE_SUMMARY_TIMEOUT", 60))
+SUMMARY_TIMEOUT = 60.0  # seconds; LETHE_SUMMARY_TIMEOUT overrides it (read when a summary is asked for)
 
 _DAILY = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -171,15 +171,22 @@ def llm_summary(ex: Exchange) -> str | None:
     cmd = _summary_command()
     if cmd is None:
         return None
+    # the model is another process (and maybe another machine): it never sees a private span or a secret
+    user, assistant = scrub(ex.user).text, scrub(ex.assistant).text
     prompt = (
         f"{SUMMARY_MARKER} Summarise this exchange between a user and a coding agent as a terse memory note "
         "(at most 5 short lines): what was asked and done, decisions, and durable facts such as file paths, "
         "commands, numbers and names. Plain text, no preamble.\n\n"
-        f"USER:\n{ex.user[:4000]}\n\nASSISTANT:\n{ex.assistant[:8000]}\n"
+        f"USER:\n{user[:4000]}\n\nASSISTANT:\n{assistant[:8000]}\n"
     )
     env = dict(os.environ, **{NESTED_ENV: "1"})
     try:
-        p = subprocess.run(cmd, input=prompt, capture_output=True, text=True, timeout=SUMMARY_TIMEOUT, env=env)
+        timeout = float(os.environ.get("LETHE_SUMMARY_TIMEOUT", SUMMARY_TIMEOUT))
+    except ValueError:
+        _warn(f"LETHE_SUMMARY_TIMEOUT is not a number; using {SUMMARY_TIMEOUT:g} s")
+        timeout = SUMMARY_TIMEOUT
+    try:
+        p = subprocess.run(cmd, input=prompt, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         _warn(f"summary command failed ({exc}); using an extractive summary")
         return None

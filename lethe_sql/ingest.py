@@ -37,7 +37,8 @@ import numpy as np
 from .fts import context_refresh, context_sync, fts_add, fts_delete
 from .markdown import Chunk, dedup_key, sections
 
-MAX_FILE_BYTES = int(os.environ.get("LETHE_MAX_FILE_BYTES", 16 * 1024 * 1024))
+#: the largest memory file indexed unless LETHE_MAX_FILE_BYTES says otherwise (max_file_bytes)
+MAX_FILE_BYTES = 16 * 1024 * 1024
 BINARY_SNIFF = 8192
 
 Progress = Callable[[str, int, int], None]
@@ -78,13 +79,23 @@ class SourceText:
     forgotten: tuple[str, ...] = ()   # ids of its tombstoned sections (filled by scan)
 
 
-def read_memory_file(path: Path, rel: str, warnings: list[str]) -> SourceText | None:
-    """Read one memory file defensively; ``None`` (with a warning) when it must be skipped."""
+def max_file_bytes() -> int:
+    """LETHE_MAX_FILE_BYTES, read when a pass runs (never at import: a bad value must not
+    break `lethe --help`); a value that is not a positive integer is a UsageError."""
+    from .settings import env_value
+
+    return env_value("LETHE_MAX_FILE_BYTES", "int", MAX_FILE_BYTES, least=1)
+
+
+def read_memory_file(path: Path, rel: str, warnings: list[str], limit: int | None = None) -> SourceText | None:
+    """Read one memory file defensively; ``None`` (with a warning) when it must be skipped.
+    ``limit``: the largest size read (default ``max_file_bytes()``)."""
+    limit = max_file_bytes() if limit is None else limit
     try:
         st = path.stat()
-        if st.st_size > MAX_FILE_BYTES:
+        if st.st_size > limit:
             warnings.append(
-                f"skipped {rel}: {st.st_size / 2**20:.1f} MiB is over the {MAX_FILE_BYTES / 2**20:.0f} MiB "
+                f"skipped {rel}: {st.st_size / 2**20:.1f} MiB is over the {limit / 2**20:.0f} MiB "
                 "limit for a memory file (LETHE_MAX_FILE_BYTES)"
             )
             return None
@@ -105,16 +116,55 @@ def read_memory_file(path: Path, rel: str, warnings: list[str]) -> SourceText | 
     return SourceText(rel, text, st.st_size, st.st_mtime, hashlib.sha256(data).hexdigest())
 
 
-def memory_files(memory_dir: Path) -> list[Path]:
-    """Markdown files under ``memory_dir`` (recursively), hidden files and folders excluded."""
+def display_name(rel: str) -> str:
+    """``rel`` fit to print: a name that is not valid UTF-8 shows U+FFFD where its bad bytes are."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def memory_files(memory_dir: Path, warnings: list[str] | None = None, prefix: str = "") -> list[Path]:
+    """Markdown files under ``memory_dir`` (recursively), hidden files and folders excluded.
+
+    Links never lead out of the memory folder: a symlinked file is indexed (under its own
+    name) only when its target lies inside the folder, and a symlinked folder is never
+    entered (the files of one that points inside are indexed under their real path). A
+    link that leads out, or that cannot be resolved, is skipped with a warning (in
+    ``warnings``, naming the file as ``prefix`` + its path in the folder)."""
     if not memory_dir.is_dir():
         return []
+    warn = warnings.append if warnings is not None else (lambda _msg: None)
+    base = memory_dir.resolve()
+
+    def refused(link: Path) -> str | None:
+        """Why ``link`` is not followed, or None."""
+        try:
+            target = link.resolve(strict=True)
+        except FileNotFoundError:
+            return "a link to nothing"
+        except (OSError, RuntimeError):  # a loop, or no permission to follow it
+            return "a link that cannot be followed"
+        return None if target.is_relative_to(base) else "a link that leads outside the memory folder"
+
+    def unreadable(exc: OSError) -> None:
+        warn(f"skipped {display_name(str(exc.filename))}: cannot read it ({exc.strerror or exc})")
+
     out = []
-    for p in memory_dir.rglob("*.md"):
-        rel = p.relative_to(memory_dir)
-        if any(part.startswith(".") for part in rel.parts) or not p.is_file():
-            continue
-        out.append(p)
+    # followlinks=False: a linked folder is never entered
+    for dirpath, dirnames, filenames in os.walk(memory_dir, onerror=unreadable):
+        d = Path(dirpath)
+        dirnames[:] = [n for n in dirnames if not n.startswith(".")]
+        for n in dirnames:
+            why = refused(d / n) if (d / n).is_symlink() else None
+            if why:
+                warn(f"skipped {prefix}{display_name((d / n).relative_to(memory_dir).as_posix())}: {why}")
+        for n in filenames:
+            if n.startswith(".") or not n.endswith(".md"):
+                continue
+            p = d / n
+            why = refused(p) if p.is_symlink() else None
+            if why:
+                warn(f"skipped {prefix}{display_name(p.relative_to(memory_dir).as_posix())}: {why}")
+            elif p.is_file():
+                out.append(p)
     return sorted(out)
 
 
@@ -530,14 +580,21 @@ def scan(
             [source_prefix],
         ).fetchall()
     }
-    paths = memory_files(memory_dir) if only is None else [Path(p) for p in only]
+    paths = memory_files(memory_dir, warnings, source_prefix) if only is None else [Path(p) for p in only]
+    limit = max_file_bytes()
     changed: dict[str, tuple[SourceText | None, list[Chunk]]] = {}
     seen = unchanged = skipped = 0
     present = set()
     for p in paths:
         rel = source_prefix + p.relative_to(memory_dir).as_posix()
-        present.add(rel)
         seen += 1
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:  # the name is not valid UTF-8: it cannot be a source name
+            warnings.append(f"skipped {display_name(rel)}: its name is not valid UTF-8; rename the file to index it")
+            skipped += 1
+            continue
+        present.add(rel)
         try:
             st = p.stat()
         except OSError as exc:
@@ -548,7 +605,7 @@ def scan(
         if prev and prev[0] == st.st_size and prev[1] == st.st_mtime:
             unchanged += 1
             continue
-        facts = read_memory_file(p, rel, warnings)
+        facts = read_memory_file(p, rel, warnings, limit)
         if facts is None:
             skipped += 1
             continue

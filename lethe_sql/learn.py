@@ -33,6 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from .judges import ids_literal, sigmoid
+from .privacy import scrub
 from .vectors import vec_literal
 
 APOPTOSIS_AFFINITY = 0.15
@@ -88,7 +89,7 @@ def update(
     try:
         con.execute(
             "INSERT INTO query_log (step, query, embedding, cluster, judge) VALUES (?, ?, CAST(? AS FLOAT[384]), ?, ?)",
-            [step, query, vec_literal(qvec), cue, judge],
+            [step, scrub(query).text, vec_literal(qvec), cue, judge],  # the log keeps no secret (privacy.py)
         )
         con.execute("UPDATE meta SET value = ? WHERE key = 'search_step'", [str(step)])
         if rows and rif:

@@ -37,18 +37,9 @@ DEFAULT_TIMEOUT = 60.0
 
 def lock_timeout() -> float:
     """``LETHE_LOCK_TIMEOUT`` in seconds (default 60); a bad value is a one-line error."""
-    from .errors import UsageError
+    from .settings import env_value
 
-    raw = os.environ.get("LETHE_LOCK_TIMEOUT")
-    if raw is None or not raw.strip():
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"LETHE_LOCK_TIMEOUT must be a number of seconds, not {raw!r}") from None
-    if not value >= 0:
-        raise UsageError(f"LETHE_LOCK_TIMEOUT must be 0 or more seconds, not {raw!r}")
-    return value
+    return env_value("LETHE_LOCK_TIMEOUT", "float", DEFAULT_TIMEOUT, least=0)
 
 
 class _Timeout(Exception):

@@ -37,8 +37,11 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, time
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_MARKER = re.compile(r"<!--\s*lethe\b(?P<attrs>[^>]*)-->")
+# Regexes on user text run in linear time (tests/test_linear_time.py):
+# a heading's closing #s are stripped in code, not by a lazy group before [ \t#]*$ (quadratic
+# on "## # # # ... x"), and a marker's attributes stop at the next < (no rescan to the end).
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)")
+_MARKER = re.compile(r"<!--\s*+lethe\b(?P<attrs>[^<>]*)-->")
 _MARK_ATTR = re.compile(r"([A-Za-z_][\w-]*)(?:=(\"[^\"]*\"|[^\s\"]+))?")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _COMMENT_LINE = re.compile(r"^\s*<!--.*-->\s*$")
@@ -175,13 +178,19 @@ def _index_text(lines: list[str]) -> str:
             if stripped.startswith("<!--") and "-->" not in stripped:
                 in_comment = True
                 continue
-            h = _HEADING.match(line)
+            h = _heading(line)
             if h:
-                if len(h.group(1)) <= 3:
+                if h[0] <= 3:
                     continue
-                line = h.group(2)
+                line = h[1]
         out.append(line)
     return "\n".join(out).strip()
+
+
+def _heading(line: str) -> tuple[int, str] | None:
+    """(level, title) of an ATX heading line (closing #s and trailing blanks dropped), else None."""
+    m = _HEADING.match(line)
+    return (len(m.group(1)), m.group(2).rstrip(" \t#")) if m else None
 
 
 def _id_list(value: str) -> tuple[str, ...]:
@@ -249,11 +258,11 @@ def sections(markdown: str, filename: str = "") -> list[Section]:
         if _FENCE.match(line):
             in_fence = not in_fence
         elif not in_fence:
-            m = _HEADING.match(line)
-            if m and len(m.group(1)) in (2, 3):
-                raw.append((m.group(2).strip(), i, [line]))
+            m = _heading(line)
+            if m and m[0] in (2, 3):
+                raw.append((m[1].strip(), i, [line]))
                 continue
-            if m and len(m.group(1)) == 1:
+            if m and m[0] == 1:
                 continue  # a title: not part of any chunk's text or content
         raw[-1][2].append(line)
     n_lines = text.count("\n") + 1

@@ -318,8 +318,9 @@ def render_exchange(t: Transcript, ex: Exchange) -> tuple[str, int]:
 
 _THROUGH_LINE = "<!-- lethe mined-through={n} -->"
 _THROUGH = re.compile(r"<!-- lethe mined-through=\d+ -->")
-_THROUGH_N = re.compile(r"<!--\s*lethe\b[^>]*\bmined-through=(\d+)")
-_TURN_N = re.compile(r"<!--\s*lethe\b[^>]*\bturn=(\d+)")
+# [^<>]: a marker's attributes stop at the next <, so "<!-- lethe" repeated without ">" is linear
+_THROUGH_N = re.compile(r"<!--\s*+lethe\b[^<>]*\bmined-through=(\d+)")
+_TURN_N = re.compile(r"<!--\s*+lethe\b[^<>]*\bturn=(\d+)")
 
 
 def mined_through(text: str | None) -> int:

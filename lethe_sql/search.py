@@ -15,6 +15,7 @@ from datetime import datetime
 
 from .errors import UsageError
 from .prepared import statement
+from .settings import check_count
 
 MAX_QUERY_CHARS = 2000
 MODES = ("default", "hybrid", "bm25", "dense")
@@ -108,8 +109,7 @@ def clean_query(query: str, max_chars: int = MAX_QUERY_CHARS) -> str:
 
 def run_search(con, query: str, qvec, *, mode: str = "hybrid", top_k: int = 10, depth: int = 30):
     """Execute ``search_sql(mode)`` and return ``SearchResult`` rows."""
-    if top_k < 1:
-        raise UsageError("--top-k must be at least 1")
+    top_k, depth = check_count("top_k", top_k), check_count("depth", depth)
     args, values = [], {}
     if mode in ("hybrid", "bm25"):
         args.append(("q", "VARCHAR"))

@@ -1,14 +1,23 @@
 """Search and learning settings, with their defaults.
 
 Every field can be set in ``.lethe/config.toml`` (``[search]``/``[rif]`` tables or
-flat keys) and overridden by ``LETHE_<FIELD>`` environment variables.
+flat keys) and overridden by ``LETHE_<FIELD>`` environment variables. Every value is
+checked by the same rules (``check_value``) wherever it comes from, ``lethe config set``
+included: a value that does not fit is one line naming where it came from (a UsageError,
+exit status 2), never a traceback and never a silent default. Process settings read
+from the environment only (``LETHE_THREADS``, ``LETHE_MAX_FILE_BYTES``,
+``LETHE_LOCK_TIMEOUT``) go through ``env_value`` and the same rules.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+
+from .errors import LetheError, UsageError
 
 
 @dataclass(frozen=True)
@@ -65,37 +74,138 @@ class Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 
-def _coerce(kind, value):
-    if kind in (bool, "bool"):
-        if isinstance(value, bool):
-            return value
-        return str(value).strip().lower() in ("1", "true", "yes", "on")
-    if kind in (int, "int"):
-        return int(value)
-    if kind in (float, "float", "float | None"):
-        return None if value in (None, "", "none", "None") else float(value)
-    return str(value)
+#: the most results a search returns, and the deepest a first-stage list goes (``lethe
+#: search --top-k``'s maximum): larger counts are refused, not passed on to SQL
+MAX_COUNT = 1000
+
+# The rules every setting's value follows, wherever it comes from (.lethe/config.toml,
+# LETHE_<KEY>, `lethe config set`): one text per rule (check_value).
+CHOICES = {"judge": ("auto", "cross-encoder", "late-interaction", "none"), "fusion": ("z", "rrf")}
+#: int settings: (least, most)
+INT_RANGES = {k: (1, MAX_COUNT) for k in ("top_k", "depth", "k_shallow", "k_deep", "n_clusters")}
+_WANT = {"bool": "true or false", "int": "an integer", "float": "a number", "float|None": "a number"}
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def kind_of(f) -> str:
+    """The type name of a ``Settings`` field as the checks know it: int, float, bool, str, float|None."""
+    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    return t.replace(" ", "")
+
+
+def check_range(name: str, value: int, least: int | None, most: int | None):
+    """``value`` when it lies in [least, most]; UsageError naming ``name`` otherwise."""
+    if least is not None and value < least:
+        raise UsageError(f"{name} must be at least {least}, got {value}")
+    if most is not None and value > most:
+        raise UsageError(f"{name} must be at most {most}, got {value}")
+    return value
+
+
+def check_value(key: str, kind: str, raw, name: str | None = None):
+    """The typed value of ``raw`` (text, or a value read from TOML) for setting ``key`` of
+    type ``kind``; a UsageError of one line naming ``name`` (default: the key) when it does not fit."""
+    name = name or key
+    text = raw.strip() if isinstance(raw, str) else raw
+    try:
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(text, str) and text.lower() in _TRUE + _FALSE:
+                return text.lower() in _TRUE
+            raise ValueError
+        if kind == "int":
+            if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+                raise ValueError
+            v = int(text)
+            least, most = INT_RANGES.get(key, (0, None))
+            return check_range(name, v, least, most)
+        if kind in ("float", "float|None"):
+            if kind == "float|None" and (raw is None or (isinstance(text, str) and text.lower() in ("", "none"))):
+                return None
+            if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+                raise ValueError
+            v = float(text)
+            if not math.isfinite(v):
+                raise ValueError
+            return v
+    except ValueError:
+        raise UsageError(f"{name} takes {_WANT[kind]}, got {raw!r}") from None
+    if key in CHOICES and (not isinstance(raw, str) or text not in CHOICES[key]):
+        raise UsageError(f"{name} takes one of {', '.join(CHOICES[key])}, got {raw!r}")
+    if not isinstance(raw, str):
+        raise UsageError(f"{name} takes a string, got {raw!r}")
+    if not text:
+        raise UsageError(f"{name} takes a non-empty value")
+    return text
+
+
+def check_count(name: str, value, most: int = MAX_COUNT) -> int:
+    """A count passed to the API (``top_k``, ``depth``): an integer in [1, most]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise UsageError(f"{name} takes an integer, got {value!r}") from None
+    return check_range(name, int(value), 1, most)
+
+
+def env_value(name: str, kind: str, default, least: float | None = None):
+    """A process setting from the environment (LETHE_THREADS, LETHE_MAX_FILE_BYTES, ...):
+    ``default`` when unset or empty, else checked like a setting (UsageError naming it)."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    v = check_value(name, kind, raw, name)
+    return v if least is None else check_range(name, v, least, None)
+
+
+def read_config(path: Path) -> tuple[str, dict]:
+    """(text, parsed TOML) of a config.toml; ("", {}) when there is none. UsageError when it
+    is not valid TOML, LetheError when it cannot be read."""
+    import tomllib
+
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return "", {}
+    except OSError as exc:
+        raise LetheError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+        return text, tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML (not UTF-8 at byte {exc.start}); fix it by hand") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML ({exc}); fix it by hand") from None
+
+
+def flatten(data: dict) -> dict:
+    """Flat keys and the keys of every [table], in one dict (tables do not nest settings)."""
+    out: dict = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out.update(v)
+        else:
+            out[k] = v
+    return out
 
 
 def load_settings(root: Path | None = None, env: dict | None = None) -> Settings:
-    """Defaults <- .lethe/config.toml <- LETHE_* environment variables."""
+    """Defaults <- .lethe/config.toml <- LETHE_* environment variables. A value that does not
+    fit its setting is a UsageError naming the variable or the key and its file."""
     values: dict = {}
+    cfg = None
     if root is not None:
         cfg = Path(root) / ".lethe" / "config.toml"
         if cfg.is_file():
-            import tomllib
-
-            with open(cfg, "rb") as fh:
-                data = tomllib.load(fh)
-            for k, v in data.items():
-                if isinstance(v, dict):
-                    values.update(v)
-                else:
-                    values[k] = v
+            values = flatten(read_config(cfg)[1])
     env = os.environ if env is None else env
     out = {}
     for f in fields(Settings):
-        raw = env.get(f"LETHE_{f.name.upper()}", values.get(f.name))
-        if raw is not None:
-            out[f.name] = _coerce(f.type if not isinstance(f.type, str) else f.type, raw)
+        var = f"LETHE_{f.name.upper()}"
+        if var in env:
+            out[f.name] = check_value(f.name, kind_of(f), env[var], var)
+        elif f.name in values:
+            out[f.name] = check_value(f.name, kind_of(f), values[f.name], f"{f.name} in {cfg}")
     return Settings(**out)

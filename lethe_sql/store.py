@@ -26,12 +26,12 @@ from typing import Callable, Iterable, Sequence
 
 from .db import connect, store_vectors_plain
 from .errors import LetheError, NotAProject, UsageError
-from .ingest import IndexReport, Progress, apply_changes, check_model, scan, token_index_add
+from .ingest import IndexReport, Progress, apply_changes, check_model, memory_files, scan, token_index_add
 from .locks import ProjectLock
 from .markdown import Document
 from .prepared import forget as forget_statements
 from .search import SearchResult, clean_query, run_search
-from .settings import load_settings
+from .settings import check_count, load_settings
 
 LETHE_DIR = ".lethe"
 _HEADING_LINE = re.compile(r"^(#{1,3})(?=[ \t])", re.M)
@@ -704,7 +704,7 @@ class MemoryStore:
         from .pipeline import run
 
         q = clean_query(query)
-        s = (settings or self.settings).with_(top_k=top_k)
+        s = (settings or self.settings).with_(top_k=None if top_k is None else check_count("top_k", top_k))
         enc = encode_query(self.embedder, q)  # the model runs before the index is opened
         j = self.judge(judge)
         if learn is False:
@@ -734,13 +734,15 @@ class MemoryStore:
         ``mode="default"`` runs the whole pipeline (first stage, judge, learning unless
         ``learn=False``; a read-only store defers what it learns to the next writer:
         ``learn.record_pending``). ``hybrid``, ``bm25`` and ``dense`` run one first-stage
-        macro alone and change nothing.
+        macro alone and change nothing. ``top_k`` and ``depth`` are integers from 1 to
+        ``settings.MAX_COUNT`` (1000); others are a UsageError.
         """
-        k = top_k or self.settings.top_k
+        k = check_count("top_k", self.settings.top_k if top_k is None else top_k)
+        d = check_count("depth", self.settings.depth if depth is None else depth)
         if mode != "default":
             q = clean_query(query)
             qvec = self.embed_query(q) if mode in ("hybrid", "dense") else None
-            return run_search(self.con, q, qvec, mode=mode, top_k=k, depth=depth or self.settings.depth)
+            return run_search(self.con, q, qvec, mode=mode, top_k=k, depth=d)
         out = self.search_outcome(query, top_k=k, judge=judge, learn=learn)
         return [
             SearchResult(
@@ -767,7 +769,7 @@ class MemoryStore:
         n_files = con.execute("SELECT count(*) FROM source_files").fetchone()[0]
         tiers = dict(con.execute("SELECT tier, count(*) FROM entries GROUP BY tier ORDER BY tier").fetchall())
         meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-        on_disk = [p for p in self.memory_dir.rglob("*.md")] if self.memory_dir.is_dir() else []
+        on_disk = memory_files(self.memory_dir)  # what `lethe index` reads (links out of the folder left out)
         from lethe_sql.udfs.models import ModelMissing, resolve_embedder
 
         try:

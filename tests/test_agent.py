@@ -322,3 +322,23 @@ def test_auto_init_makes_a_project_like_lethe_init(tmp_path, monkeypatch):
     monkeypatch.setenv("LETHE_HOOK_AUTO_INIT", "1")
     assert project_root(str(tmp_path)) == tmp_path.resolve()
     assert (tmp_path / ".lethe" / ".gitignore").read_text().strip().endswith("index/")
+
+
+def test_the_summariser_is_sent_no_private_span_and_no_secret(tmp_path, monkeypatch):
+    """`claude -p` (here a stand-in that keeps its stdin) gets the exchange scrubbed."""
+    import sys
+
+    from lethe_sql.hooks import llm_summary
+    from lethe_sql.mine import Exchange
+
+    seen = tmp_path / "prompt.txt"
+    script = write(tmp_path / "summarise.py",
+                   "import pathlib, sys\npathlib.Path(sys.argv[1]).write_text(sys.stdin.read())\nprint('Summary: pushed')\n")
+    monkeypatch.setenv("LETHE_SUMMARY_CMD", f"{sys.executable} {script} {seen}")
+    password = "Xk9fQ2mLp7vR3tZ8w"
+    ex = Exchange(3, f"Push with my token {SECRET}. <private>my home is 42 Elm Street</private> Thanks.",
+                  f"Pushed release/2.4; I set DATABASE_PASSWORD={password} in .env as you asked.")
+    assert llm_summary(ex) == "Summary: pushed"
+    prompt = seen.read_text()
+    assert "Push with my token [REDACTED:github-token]" in prompt and "Pushed release/2.4" in prompt
+    assert SECRET not in prompt and password not in prompt and "Elm Street" not in prompt

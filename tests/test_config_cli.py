@@ -91,7 +91,7 @@ def test_bad_keys_and_values_are_one_line_errors(root, args, message):
 def test_invalid_toml_is_reported_not_rewritten(root):
     cfg = write(root / ".lethe" / "config.toml", "top_k = = 3\n")
     r = cli(root, "set", "top_k", "4")
-    assert r.exit_code == 1 and "is not valid TOML" in r.output and cfg.read_text() == "top_k = = 3\n"
+    assert r.exit_code == 2 and "is not valid TOML" in r.output and cfg.read_text() == "top_k = = 3\n"
 
 
 def test_list_shows_sources_and_environment_wins(root):
@@ -137,3 +137,44 @@ def test_model_paths_from_the_config_take_effect(root, tmp_path):
                        capture_output=True, text=True, timeout=120)
     missing = json.loads(p.stdout)["embedder"]["missing"] if p.returncode == 0 else p.stderr
     assert str(root / "models" / "none-here") in missing
+
+
+BAD_SETTINGS = [
+    # (environment, config.toml, command, the one line expected on stderr; {cfg}: the file)
+    ({"LETHE_TOP_K": "abc"}, None, ["search", "port"], "lethe: error: LETHE_TOP_K takes an integer, got 'abc'"),
+    ({"LETHE_THREADS": "abc"}, None, ["index"], "lethe: error: LETHE_THREADS takes an integer, got 'abc'"),
+    ({"LETHE_MAX_FILE_BYTES": "abc"}, None, ["index"],
+     "lethe: error: LETHE_MAX_FILE_BYTES takes an integer, got 'abc'"),
+    ({}, "top_k = = 3\n", ["search", "port"],
+     "lethe: error: {cfg} is not valid TOML (Invalid value (at line 1, column 9)); fix it by hand"),
+    ({}, '[search]\ntop_k = "abc"\n', ["search", "port"], "lethe: error: top_k in {cfg} takes an integer, got 'abc'"),
+    # the ranges: the same rules and texts as `lethe config set`
+    ({"LETHE_TOP_K": "0"}, None, ["search", "port"], "lethe: error: LETHE_TOP_K must be at least 1, got 0"),
+    ({}, "depth = 5000\n", ["explain", "port"], "lethe: error: depth in {cfg} must be at most 1000, got 5000"),
+    ({}, 'judge = "gpt"\n', ["add", "a memory"],
+     "lethe: error: judge in {cfg} takes one of auto, cross-encoder, late-interaction, none, got 'gpt'"),
+    ({"LETHE_THREADS": "-2"}, None, ["index"], "lethe: error: LETHE_THREADS must be at least 0, got -2"),
+    ({"LETHE_LOCK_TIMEOUT": "soon"}, None, ["status"], "lethe: error: LETHE_LOCK_TIMEOUT takes a number, got 'soon'"),
+]
+
+
+@pytest.mark.parametrize("env, toml, args, line", BAD_SETTINGS, ids=[
+    "LETHE_TOP_K=abc", "LETHE_THREADS=abc", "LETHE_MAX_FILE_BYTES=abc", "config-not-toml", "config-top_k=abc",
+    "LETHE_TOP_K=0", "config-depth=5000", "config-judge=gpt", "LETHE_THREADS=-2", "LETHE_LOCK_TIMEOUT=soon"])
+def test_bad_settings_are_one_line_and_exit_2_never_a_traceback(tmp_path, cli_env, env, toml, args, line):
+    root = tmp_path / "p"
+    write(root / ".lethe" / "memory" / "2026-11-01.md", "## a\nthe staging port is 5433\n")
+    cfg = root / ".lethe" / "config.toml"
+    if toml is not None:
+        write(cfg, toml)
+    bad_env = {**cli_env, **env}
+    p = subprocess.run([str(BIN / "lethe"), "--root", str(root), *args], env=bad_env, capture_output=True, text=True,
+                       timeout=300)
+    assert (p.returncode, p.stderr.splitlines()) == (2, [line.format(cfg=cfg)]), p.stderr
+    # whatever the environment and the config say, --help and --version work
+    everything_bad = {**cli_env, "LETHE_TOP_K": "abc", "LETHE_THREADS": "abc", "LETHE_MAX_FILE_BYTES": "abc",
+                      "LETHE_LOCK_TIMEOUT": "soon", **env}
+    for flag in ("--help", "--version"):
+        ok = subprocess.run([str(BIN / "lethe"), "--root", str(root), flag], env=everything_bad, cwd=root,
+                            capture_output=True, text=True, timeout=300)
+        assert ok.returncode == 0 and ok.stderr == "" and ok.stdout, (flag, ok.stderr)

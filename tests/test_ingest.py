@@ -119,3 +119,56 @@ def test_model_mismatch_requires_rebuild(project):
     r = project.index(rebuild=True)
     assert r.entries_total == 2
     assert project.con.execute("SELECT count(embedding) FROM entries").fetchone()[0] == 2
+
+
+def test_links_never_lead_out_of_the_memory_folder(project, tmp_path):
+    """A link to a file or a folder outside .lethe/memory is skipped with a warning (the
+    /etc/passwd case); a link to a file inside is followed (ingest.memory_files)."""
+    outside = tmp_path / "outside"
+    write(outside / "leak.md", "## stolen\nOUTSIDEFOLDERWORD from a linked folder\n")
+    passwd = write(tmp_path / "passwd", "root:x:0:0:OUTSIDEFILEWORD:/root:/bin/bash\n")
+    mem = project.memory_dir
+    write(mem / "real.md", "## real\nthe staging port is 5433\n")
+    (mem / "passwd.md").symlink_to(passwd)
+    (mem / "etc").symlink_to(outside, target_is_directory=True)
+    write(mem / "sub" / "inner.md", "## inner\nINSIDELINKWORD in a subfolder\n")
+    (mem / "alias.md").symlink_to(mem / "sub" / "inner.md")
+    (mem / "loop.md").symlink_to(mem / "loop.md")  # a link loop: skipped, never a traceback
+    r = project.index()
+    texts = " ".join(t for (t,) in project.con.execute("SELECT text FROM entries").fetchall())
+    assert "OUTSIDEFILEWORD" not in texts and "OUTSIDEFOLDERWORD" not in texts
+    assert "5433" in texts and "INSIDELINKWORD" in texts
+    assert "skipped .lethe/memory/passwd.md: a link that leads outside the memory folder" in r.warnings
+    assert "skipped .lethe/memory/etc: a link that leads outside the memory folder" in r.warnings
+    assert "skipped .lethe/memory/loop.md: a link that cannot be followed" in r.warnings
+    sources = {s for (s,) in project.con.execute("SELECT source FROM entry_sources").fetchall()}
+    assert sources == {".lethe/memory/real.md", ".lethe/memory/sub/inner.md", ".lethe/memory/alias.md"}
+    assert project.status()["memory_files"] == 3
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_index_and_add_keep_working(tmp_path, cli_env):
+    import json
+    import subprocess
+
+    from conftest import BIN
+
+    lethe = str(BIN / "lethe")
+    root = tmp_path / "p"
+    mem = root / ".lethe" / "memory"
+    write(mem / "ok.md", "## ok\nthe staging port is 5433\n")
+    fd = os.open(os.fsencode(str(mem)) + b"/caf\xe9-notes.md", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"## latin-1 name\na note that cannot be a source name\n")
+    os.close(fd)
+    for _ in range(2):  # and again: nothing stuck half-way
+        p = subprocess.run([lethe, "--root", str(root), "index", "--json"], env=cli_env, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert p.stderr.splitlines() == [
+            "lethe: warning: skipped .lethe/memory/caf\ufffd-notes.md: its name is not valid UTF-8; rename the file to index it"]
+        assert json.loads(p.stdout)["files_skipped"] == 1
+    p = subprocess.run([lethe, "--root", str(root), "add", "the prod port is 6543"], env=cli_env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.startswith("added "), p.stderr
+    hits = json.loads(subprocess.run([lethe, "--root", str(root), "search", "prod port", "--json"], env=cli_env,
+                                     capture_output=True, text=True, timeout=300).stdout)
+    assert any("6543" in h["content"] for h in hits) and any("5433" in h["content"] for h in hits)

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import BIN, write
 from lethe_sql.markdown import Document, parse
-from lethe_sql.privacy import scrub
+from lethe_sql.privacy import KINDS, scrub
 
 LETHE = str(BIN / "lethe")
 
@@ -56,11 +56,73 @@ def test_scrub_redacts_every_shape_and_is_idempotent():
     assert again.text == out.text and again.count == 0
 
 
+# More shapes (fake values, the right lengths and alphabets): (kind, text, the secret in it).
+SHA = "3f2a9c1b7e4d8a6f0b5c2e9d1a7f3b8c6e4d2a0f"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Xk2Lm4T"
+AZURE_KEY = "Zk3mQ9vR2tX7pL4nW8bY1cF6hJ0sD5gA" + "+/Eq2rT9uI3oP7aS4dF8gH1jK6lZ0xC5vB" + "3nM9qW2eR7tY4uI8oPzXcVbN=="
+NEW_SHAPES = [
+    ("env-secret", "export DATABASE_PASSWORD=Xk9fQ2mLp7vR3tZ8w", "Xk9fQ2mLp7vR3tZ8w"),
+    ("env-secret", "services:\n  db:\n    environment:\n      MYSQL_ROOT_PASSWORD: 7hQ2xLm9Pz4Kv8Rt\n", "7hQ2xLm9Pz4Kv8Rt"),
+    ("env-secret", 'STRIPE_API_KEY="c2VjcmV0LWtleS0xMjM0NTY3"', "c2VjcmV0LWtleS0xMjM0NTY3"),
+    ("url-password", "REDIS_URL=redis://:Sup3rS3cretPw@cache.internal:6379/0", "Sup3rS3cretPw"),
+    ("npm-token", "//registry.npmjs.org/:_authToken=npm_Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7j",
+     "npm_Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7j"),
+    ("huggingface-token", "huggingface-cli login --token hf_QbHkLmNpRsTvWxYzAcEgIkMoQsUwYaCeGiKm",
+     "hf_QbHkLmNpRsTvWxYzAcEgIkMoQsUwYaCeGiKm"),
+    ("gitlab-token", "git clone https://oauth2:glpat-x7Yz9AbCdEf2GhIjKl3M@gitlab.com/acme/app.git",
+     "glpat-x7Yz9AbCdEf2GhIjKl3M"),
+    ("sendgrid-key", "SENDGRID key 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",
+     "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"),
+    ("azure-key", f"DefaultEndpointsProtocol=https;AccountName=ledgerprod;AccountKey={AZURE_KEY};"
+     "EndpointSuffix=core.windows.net", AZURE_KEY),
+    ("basic-auth", "curl -H 'Authorization: Basic ZGVwbG95OnMzY3IzdC1wYXNzd29yZA==' https://ci.internal/api",
+     "ZGVwbG95OnMzY3IzdC1wYXNzd29yZA=="),
+    ("basic-auth", "the header was Basic ZGVwbG95OnMzY3IzdC1wYXNzd29yZA== last time", "ZGVwbG95OnMzY3IzdC1wYXNzd29yZA=="),
+    ("slack-webhook", "alerts go to https://hooks.slack.com/services/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",
+     "T04ABCD12/B05EFGH34/Zk3mQ9vR2tX7pL4nW8bY1cF6"),
+    ("aws-secret-key", f"aws configure: AKIAZ7QXN4M2K8P5R3TW then {AWS_SECRET}", AWS_SECRET),
+    ("aws-secret-key", f"the secret access key is {AWS_SECRET} (rotate monthly)", AWS_SECRET),
+    ("hex-token", f"The deploy token: {SHA} expires Friday.", SHA),
+    ("hex-token", f"X-Api-Key: {SHA.upper()}", SHA.upper()),
+]
+
+
+@pytest.mark.parametrize("kind, text, secret", NEW_SHAPES, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(NEW_SHAPES)])
+def test_more_secret_shapes_are_redacted(kind, text, secret):
+    out = scrub(text)
+    assert secret not in out.text and f"[REDACTED:{kind}]" in out.text, out.text
+    assert kind in out.kinds and kind in KINDS
+    again = scrub(out.text)
+    assert again.text == out.text and again.count == 0  # idempotent
+
+
+def test_every_kind_is_named_in_the_module_docstring():
+    """The docstring lists what is redacted; each placeholder kind stands for one item of it."""
+    import lethe_sql.privacy as privacy
+
+    doc = " ".join(privacy.__doc__.split()).lower()
+    words = {"env-secret": "*_password", "hex-token": "40 hex digits", "aws-secret-key": "aws secret access keys",
+             "aws-access-key": "aws access key ids", "basic-auth": "authorization: basic", "private-key": "pem private key",
+             "url-password": "passwords in urls", "password": "password=...", "huggingface-token": "hugging face",
+             "azure-key": "azure storage account keys", "slack-webhook": "slack webhook"}
+    for kind in KINDS:
+        name = words.get(kind, kind.split("-")[0])
+        assert name in doc, (kind, name)
+
+
 @pytest.mark.parametrize("text", [
     "The password policy says twelve characters.",
     "Set max_tokens=4096 and the token limit: 5 per request.",
     "Clone https://github.com/acme/tool.git and open http://localhost:8080/a@b",
     "sk-learn is a library; the ask-ant role; AKIA is a prefix",
+    f"Fixed in commit {SHA}; git show {SHA[:8]} has the diff.",
+    f"The token refresh bug was fixed in commit {SHA}.",
+    f"sha {SHA} is the release tag; HEAD is at {SHA}",
+    "request id 123e4567-e89b-12d3-a456-426614174000 in the logs",
+    "image digest sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "max_token=4096, pad_token: <pad>, DB_PASSWORD_FILE=/run/secrets/db",
+    "We use basic authentication behind the VPN; npm_config_cache and hf_hub_download are settings.",
+    f"the cache key is {AWS_SECRET[:20]}{AWS_SECRET[:20].lower()} for the build",
 ])
 def test_ordinary_text_is_left_alone(text):
     assert scrub(text).text == text and scrub(text).count == 0
@@ -135,3 +197,20 @@ def test_an_index_built_before_privacy_reads_every_file_once_more(project):
     again = project.index()
     assert again.files_indexed == 1 and again.entries_added == 0 and again.entries_removed == 0
     assert project.index().files_unchanged == 1
+
+
+def test_a_query_holding_a_secret_leaves_no_trace_in_the_database(project):
+    """Every search logs its query (learn.update): the log keeps the scrubbed form only."""
+    write(project.memory_dir / "2026-11-03.md", "## deploy\nThe deploy uses the release token from the vault.\n")
+    project.index()
+    token = "ghp_Q7w2E9r4T1y8U3i6O0p5A2s7D4f9G1h6J3k8"
+    query = f"why does the deploy reject token {token} and DATABASE_PASSWORD={ASSIGNED}"
+    assert project.search(query, top_k=3)
+    logged = [r[0] for r in project.con.execute("SELECT query FROM query_log").fetchall()]
+    assert logged == ["why does the deploy reject token [REDACTED:github-token] and "
+                      "DATABASE_PASSWORD=[REDACTED:env-secret]"]
+    project.close()  # what is on disk now: the database file and its write-ahead log
+    idx = project.db_path.parent
+    data = b"".join(f.read_bytes() for f in idx.iterdir() if f.name.startswith("lethe.duckdb"))
+    assert b"why does the deploy reject token" in data  # the log is on disk (so the check below means something)
+    assert token.encode() not in data and ASSIGNED.encode() not in data

@@ -98,3 +98,25 @@ def test_context_manager_closes_and_reopens(tmp_path, embedder):
 def test_read_only_store_needs_a_project(tmp_path):
     with pytest.raises(NotAProject):
         MemoryStore(tmp_path / "nothing", read_only=True)
+
+
+@pytest.mark.parametrize("mode", ["default", "hybrid", "bm25", "dense"])
+def test_top_k_and_depth_must_be_between_1_and_1000(project, mode):
+    """Out of range, a count is one clear UsageError in every mode (not a DuckDB conversion
+    error for 2**63, not 99 results for -1, not the default for 0)."""
+    from lethe_sql.settings import MAX_COUNT
+
+    for i in range(3):
+        project.add(f"memory number {i} about the staging port", when=datetime(2026, 11, 3, 9, i))
+    for name in ("top_k", "depth"):
+        for bad, why in ((0, "at least 1"), (-1, "at least 1"), (MAX_COUNT + 1, "at most 1000"),
+                         (2**63, "at most 1000")):
+            with pytest.raises(UsageError, match=f"^{name} must be {why}, got {bad}$"):
+                project.search("staging port", mode=mode, **{name: bad})
+        with pytest.raises(UsageError, match=f"^{name} takes an integer, got '3'$"):
+            project.search("staging port", mode=mode, **{name: "3"})
+    assert len(project.search("staging port", mode=mode, top_k=MAX_COUNT, depth=MAX_COUNT)) == 3
+    assert len(project.search("staging port", mode=mode, top_k=2)) == 2
+    if mode == "default":
+        with pytest.raises(UsageError, match="^top_k must be at least 1, got -1$"):
+            project.search_outcome("staging port", top_k=-1)

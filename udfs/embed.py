@@ -9,14 +9,13 @@ small, and results are returned in the caller's order.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .models import ModelMissing, ModelSource, resolve_embedder
+from .models import ModelMissing, ModelSource, intra_op_threads, resolve_embedder
 
 EMBED_DIM = 384
 
@@ -56,7 +55,7 @@ class Embedder:
         self._cls_id = tok.token_to_id("[CLS]") if tok.token_to_id("[CLS]") is not None else -1
         self._sep_id = tok.token_to_id("[SEP]") if tok.token_to_id("[SEP]") is not None else -1
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or int(os.environ.get("LETHE_THREADS", 0)) or (os.cpu_count() or 1)
+        opts.intra_op_num_threads = intra_op_threads(threads)
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
         # Idle intra-op threads sleep instead of spinning: spinning threads kept both cores

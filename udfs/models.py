@@ -60,6 +60,14 @@ class ModelSource:
         return f"{self.name}:{self.onnx_path.stat().st_size}"
 
 
+def intra_op_threads(threads: int | None = None) -> int:
+    """onnxruntime's intra-op threads: ``threads``, else LETHE_THREADS (0 or unset: one per
+    core). A LETHE_THREADS that is not a non-negative integer is one line (UsageError)."""
+    from lethe_sql.settings import env_value
+
+    return threads or env_value("LETHE_THREADS", "int", 0) or (os.cpu_count() or 1)
+
+
 def cache_dir() -> Path:
     """The local model cache: ``$LETHE_CACHE`` or ``~/.cache/lethe-sql``."""
     base = os.environ.get("LETHE_CACHE")

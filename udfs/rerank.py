@@ -24,13 +24,12 @@ pool costs one model call.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Callable, Generic, Sequence, TypeVar
 
 import numpy as np
 
-from .models import ModelMissing, ModelSource, resolve_reranker
+from .models import ModelMissing, ModelSource, intra_op_threads, resolve_reranker
 
 T = TypeVar("T")
 
@@ -72,7 +71,7 @@ class CrossEncoder:
         # Longest query (in word pieces) that still leaves the passage its full budget.
         self._max_query_tokens = max(1, max_length - self._pair_specials - max_passage_tokens)
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or int(os.environ.get("LETHE_THREADS", 0)) or (os.cpu_count() or 1)
+        opts.intra_op_num_threads = intra_op_threads(threads)
         opts.inter_op_num_threads = 1
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as in embed.py
         opts.log_severity_level = 3
