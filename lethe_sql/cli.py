@@ -382,17 +382,10 @@ def restore(
 ) -> None:
     """Bring apoptotic entries back (their files never lost them)."""
     with _errors():
-        from .learn import current_step
+        from .curate import restore_apoptotic
 
         with _store(create=False) as store:
-            con = store.con
-            step = current_step(con)
-            n = 0
-            for i in ids:
-                n += con.execute(
-                    "UPDATE entries SET tier = 'naive', affinity = 0.5, last_retrieval_step = ? "
-                    "WHERE id = ? AND tier = 'apoptotic' RETURNING id", [step, i]
-                ).fetchall().__len__()
+            n = len(restore_apoptotic(store, ids))
         typer.echo(f"restored {n} of {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
 
 
