@@ -457,9 +457,16 @@ app.command("sql")(sql_command)
 from .config_cli import config_app  # noqa: E402
 app.add_typer(config_app, name="config")
 
+from .cli_tui import tui_command  # noqa: E402
+app.command("tui")(tui_command)
+
 
 def main() -> None:
-    app()
+    # `lethe` alone in a terminal opens the UI; with a pipe it prints the help, as before
+    if len(sys.argv) == 1 and sys.stdin.isatty() and sys.stdout.isatty():
+        app(args=["tui"])
+    else:
+        app()
 
 
 if __name__ == "__main__":  # pragma: no cover
