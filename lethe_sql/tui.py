@@ -251,9 +251,10 @@ class MemoryScreen(Screen):
             at = (v["created_at"] or "undated")[:16].replace("T", " ")
             state = "current   " if v["current"] else "superseded"
             style = "bold" if v["id"] == d["id"] else ""
-            t.append(f"  {state} {v['id'][:8]}  {at}  {_short(v['heading'] or v['source'] or '?', 40)}\n", style=style)
+            t.append(f"  {state} {v['id'][:8]}  {at}  {_short(v['heading'] or v['source'] or '?', 35)}\n", style=style)
             for s in v["supersedes"]:
-                t.append(f"      supersedes {s['id'][:8]} ({s['origin']}: {_short(s['reason'], 50)})\n", style="dim")
+                how = f"{s['origin']}: {s['reason']}" if s.get("reason") else s["origin"]
+                t.append(f"      supersedes {s['id'][:8]} ({_short(how, 49)})\n", style="dim")
         return t
 
     def action_back(self) -> None:
@@ -281,12 +282,13 @@ class ExplainScreen(Screen):
         from .cues import analyze
 
         out = self.listing.outcome
-        judged = f" · judged {len(out.pool)}{' (deep pass)' if out.deep else ''}" if out.judge else ""
+        judged = f" · {len(out.pool)} judged{' (deep)' if out.deep else ''}" if out.judge else ""
         extra = (f" · cluster {out.cue} · RIF {'on' if out.rif else 'off'}" if hasattr(out, "cue")
                  else f" · {len(out.projects)} project(s)")
-        tense = "present" if analyze(self.listing.query).present else "past"
+        tense = ("a question about the present: current versions first" if analyze(self.listing.query).present
+                 else "a question about the past: history ranked as is")
         yield Static(Text(" explain " + _short(repr(self.listing.query), 68), style="bold"), classes="title")
-        head = Text(f"judge {out.judge or 'none'}{judged}{extra} · question: {tense}\n")
+        head = Text(f"{out.judge or 'no'} judge{judged}{extra}\n{tense}\n")
         head.append(_short(_where(self.row), 64), style="bold")
         head.append(f" ({self.row.id[:8]})")
         yield Static(head, id="explain-head")

@@ -180,7 +180,7 @@ def test_navigate_open_a_memory_and_explain_it(mem, embedder):
         assert table.row_count == len(app.listing.rows)
         assert table.cursor_row == 1                      # the memory explained, among all results
         assert table.get_row_at(1)[0] == "2" and id_of(OLD)[:8] in table.get_row_at(1)[-1]
-        assert "judge late-interaction" in text_of(app.screen.query_one("#explain-head"))
+        assert text_of(app.screen.query_one("#explain-head")).startswith("late-interaction judge · ")
         await pilot.press("escape")
         await pilot.press("escape")
         assert not isinstance(app.screen, (MemoryScreen, ExplainScreen))
