@@ -400,7 +400,7 @@ class LetheApp(App):
     #stages { height: auto; padding: 0 1; }
     #all { height: 1fr; }
     .dialog { width: 76; height: auto; max-height: 20; border: thick $accent; background: $surface; padding: 0 1; }
-    #help { height: 22; max-height: 22; }
+    #help { height: auto; max-height: 22; }
     #choices { height: auto; max-height: 12; }
     #chooser { height: auto; max-height: 14; }
     ModalScreen { align: center middle; }
@@ -448,12 +448,12 @@ class LetheApp(App):
         self._settled = asyncio.Event()
         self.query_one("#query", Input).focus()
         self._title()
+        # the status is read once the first listing is on screen: it does not compete with it
         if self._prefetch is not None:
             fut, self._prefetch = self._prefetch, None
-            self._listing_job(fut.result)
+            self._listing_job(fut.result, then=self.refresh_status)
         else:
-            self.refresh_listing()
-        self.refresh_status()
+            self._listing_job(self._listing_call(), then=self.refresh_status)
         self._files_seen = self._files_signature()
         self.set_interval(3.0, self._watch_files)
 
@@ -535,18 +535,21 @@ class LetheApp(App):
         self.action_focus_results()
 
     def refresh_listing(self, note: str | None = None) -> None:
+        self._listing_job(self._listing_call(), note)
+
+    def _listing_call(self) -> Callable[[], Listing]:
+        """What the box, scope, date filter and hidden switch ask for, as a backend call."""
         q, scope, since, hidden = self.query_text, self.scope, self.since, self.hidden
         self._asked = q
         if hidden:
-            fn = lambda: self.backend.recent(scope, since, hidden=True)  # noqa: E731
-        elif q.strip():
-            fn = lambda: self.backend.search(q, scope, since)  # noqa: E731
-        else:
-            fn = lambda: self.backend.recent(scope, since)  # noqa: E731
-        self._listing_job(fn, note)
+            return lambda: self.backend.recent(scope, since, hidden=True)
+        if q.strip():
+            return lambda: self.backend.search(q, scope, since)
+        return lambda: self.backend.recent(scope, since)
 
-    def _listing_job(self, fn: Callable, note: str | None = None) -> None:
-        """Fetch a listing; ``note`` (what a curation did) stays on the message line."""
+    def _listing_job(self, fn: Callable, note: str | None = None, then: Callable | None = None) -> None:
+        """Fetch a listing; ``note`` (what a curation did) stays on the message line; ``then``
+        runs once it is on screen (or its error is)."""
         self._gen += 1
         gen = self._gen
         self.searches += 1
@@ -556,12 +559,16 @@ class LetheApp(App):
         def done(listing: Listing) -> None:
             if gen == self._gen:
                 self.show_listing(listing, note)
+            if then is not None:
+                self.call_after_refresh(then)
 
         def failed(msg: str) -> None:
             if gen == self._gen:
                 self.listing = None
                 self.query_one("#results", ResultList).clear_options()
                 self.show_error(msg)
+            if then is not None:
+                self.call_after_refresh(then)
 
         self.job(fn, done, failed=failed)
 
