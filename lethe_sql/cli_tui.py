@@ -22,9 +22,7 @@ def tui_command(
 ) -> None:
     """Browse, search and curate memory in a full-screen terminal UI (`lethe` alone in a terminal opens it too).
 
-    Searches as you type and learns nothing; opens a memory with its file and revisions; explains a
-    ranking; forgets (and undoes), marks or removes revision links and restores apoptotic memories,
-    each after asking. The index is opened only for each read or change, never held. `?` lists the keys."""
+    Searches as you type and learns nothing; opens a memory with its file and revisions; explains a ranking; forgets (and undoes), marks or removes revision links and restores apoptotic memories, each after asking. The index is opened only for each read or change, never held. `?` lists the keys."""
     from . import cli
 
     with cli._errors():
