@@ -324,7 +324,7 @@ def test_lethe_restore_brings_back_only_apoptotic_entries(mem, cli_env):
 def test_scope_this_project_all_projects_and_a_chosen_subset(mem, embedder, tmp_path, monkeypatch):
     from lethe_sql import MemoryStore
     from lethe_sql.registry import Registry
-    from lethe_sql.tui import ProjectsScreen
+    from lethe_sql.tui import ExplainScreen, MemoryScreen, ProjectsScreen
 
     monkeypatch.setenv("LETHE_HOME", str(tmp_path / "home"))
     other = MemoryStore(tmp_path / "billing", embedder=embedder)
@@ -345,7 +345,16 @@ def test_scope_this_project_all_projects_and_a_chosen_subset(mem, embedder, tmp_
         billing = next(r for r in app.listing.rows if r.project == theirs.slug)
         assert "6432" in billing.text and str(other.root) == billing.root
         assert any(line.split(None, 3)[3].startswith(f"{theirs.slug}: 2026-03-03.md") for line in shown(app))
-        await pilot.press("a")                                  # no subset chosen yet: back here
+        at = app.listing.rows.index(billing)
+        app.query_one("#results").highlighted = at
+        await pilot.press("enter")                              # a memory of the other project
+        await settle(app, pilot)
+        assert isinstance(app.screen, MemoryScreen)
+        assert str(other.memory_dir / "2026-03-03.md") in text_of(app.screen.query_one("#detail"))
+        await pilot.press("escape", "e")                        # and how the union ranked it
+        assert isinstance(app.screen, ExplainScreen) and app.screen.query_one("#all").cursor_row == at
+        assert "· 2 project(s)" in text_of(app.screen.query_one("#explain-head"))
+        await pilot.press("escape", "a")                        # no subset chosen yet: back here
         await settle(app, pilot)
         assert app.scope.kind == "project"
 
