@@ -11,6 +11,7 @@ Imported only by the ``tui`` command: Textual is not loaded by other commands.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from datetime import date
 from pathlib import Path
 from typing import Callable
@@ -434,6 +435,8 @@ class LetheApp(App):
         self._files_seen = None
         self._asked = query            # the box's value the latest listing was asked for
         self.debounce_s = DEBOUNCE_S
+        self._warnings: list[str] = []  # what backend calls warned about (a long query cut, ...)
+        self._showwarning = None
 
     # -- layout -------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -445,6 +448,8 @@ class LetheApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        # a warning printed to the terminal would be lost under the screen: show it on the message line
+        self._showwarning, warnings.showwarning = warnings.showwarning, self._collect_warning
         self._settled = asyncio.Event()
         self.query_one("#query", Input).focus()
         self._title()
@@ -456,6 +461,14 @@ class LetheApp(App):
             self._listing_job(self._listing_call(), then=self.refresh_status)
         self._files_seen = self._files_signature()
         self.set_interval(3.0, self._watch_files)
+
+    def on_unmount(self) -> None:
+        if self._showwarning is not None:
+            warnings.showwarning = self._showwarning
+
+    def _collect_warning(self, message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG002
+        text = str(message).strip().splitlines()
+        self._warnings.append(text[0] if text else category.__name__)
 
     # -- waiting (tests) ------------------------------------------------------------
     async def settle(self) -> None:
@@ -479,6 +492,10 @@ class LetheApp(App):
                     done(value)
                 else:
                     (failed or self.show_error)(value)
+                if self._warnings:
+                    said = "; ".join(dict.fromkeys(self._warnings))
+                    self._warnings.clear()
+                    self.say(f"{self.message} · warning: {said}" if self.message else f"warning: {said}", "yellow")
             finally:
                 self._busy -= 1
                 self._settled.set()

@@ -190,6 +190,19 @@ def test_navigate_open_a_memory_and_explain_it(mem, embedder):
     drive(app, scenario)
 
 
+def test_a_warning_is_shown_on_the_message_line(mem, embedder):
+    app = make_app(mem, embedder)
+
+    async def scenario(app, pilot):
+        app.query_one("#query").value = "staging postgres port " * 100        # over 2,000 characters
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.listing.rows
+        assert app.message.endswith("· warning: query of 2199 characters truncated to 2000")
+
+    drive(app, scenario)
+
+
 def test_explain_needs_a_search(mem, embedder):
     app = make_app(mem, embedder)
 
@@ -494,7 +507,8 @@ def test_a_missing_or_corrupt_index_is_a_message(project, embedder, tmp_path):
     app = make_app(project, embedder, query="port")
 
     async def corrupt(app, pilot):
-        assert app.message.startswith("error: ") and "not a readable DuckDB database" in app.message
+        # an error, or (where the store repairs a corrupt index) a warning: a message either way
+        assert "not a readable DuckDB database" in app.message
 
     drive(app, corrupt)
 
