@@ -440,18 +440,20 @@ class LetheApp(App):
 
     # -- layout -------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(id="title", classes="title")
-        yield QueryInput(value=self.initial_query, placeholder="search memory (empty: recent memories)", id="query")
-        yield ResultList(id="results")
-        yield Static(id="message")
-        yield Static("status: reading the index…", id="status")
-        yield Footer()
+        # kept as attributes: App.query_one looks in the screen on top, which may be a dialog
+        self.title_bar = Static(id="title", classes="title")
+        self.box = QueryInput(value=self.initial_query, placeholder="search memory (empty: recent memories)",
+                              id="query")
+        self.results = ResultList(id="results")
+        self.message_line = Static(id="message")
+        self.status_bar = Static("status: reading the index…", id="status")
+        yield from (self.title_bar, self.box, self.results, self.message_line, self.status_bar, Footer())
 
     def on_mount(self) -> None:
         # a warning printed to the terminal would be lost under the screen: show it on the message line
         self._showwarning, warnings.showwarning = warnings.showwarning, self._collect_warning
         self._settled = asyncio.Event()
-        self.query_one("#query", Input).focus()
+        self.box.focus()
         self._title()
         # the status is read once the first listing is on screen: it does not compete with it
         if self._prefetch is not None:
@@ -522,12 +524,12 @@ class LetheApp(App):
 
     def say(self, msg: str, style: str = "") -> None:
         self.message = msg
-        self.query_one("#message", Static).update(Text(_short(msg, 78), style=style))
+        self.message_line.update(Text(_short(msg, 78), style=style))
 
     # -- the listing ------------------------------------------------------------------
     @property
     def query_text(self) -> str:
-        return self.query_one("#query", Input).value
+        return self.box.value
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "query" or (self._debounce is None and event.value == self._asked):
@@ -576,21 +578,34 @@ class LetheApp(App):
         def done(listing: Listing) -> None:
             if gen == self._gen:
                 self.show_listing(listing, note)
-            if then is not None:
-                self.call_after_refresh(then)
+            self._after_paint(then)
 
         def failed(msg: str) -> None:
             if gen == self._gen:
                 self.listing = None
-                self.query_one("#results", ResultList).clear_options()
+                self.results.clear_options()
                 self.show_error(msg)
-            if then is not None:
-                self.call_after_refresh(then)
+            self._after_paint(then)
 
         self.job(fn, done, failed=failed)
 
+    def _after_paint(self, fn: Callable | None) -> None:
+        """Run ``fn`` once the screen has been drawn (busy until then: ``settle`` waits)."""
+        if fn is None:
+            return
+        self._busy += 1
+
+        def go() -> None:
+            try:
+                fn()
+            finally:
+                self._busy -= 1
+                self._settled.set()
+
+        self.call_after_refresh(go)
+
     def show_listing(self, listing: Listing, note: str | None = None) -> None:
-        results = self.query_one("#results", ResultList)
+        results = self.results
         keep = self.current_row()
         self.listing = listing
         width = max(40, results.scrollable_content_region.width - 1) if results.size.width else 76
@@ -619,7 +634,7 @@ class LetheApp(App):
     def current_row(self) -> Row | None:
         if self.listing is None:
             return None
-        i = self.query_one("#results", ResultList).highlighted
+        i = self.results.highlighted
         return self.listing.rows[i] if i is not None and 0 <= i < len(self.listing.rows) else None
 
     def _title(self) -> None:
@@ -628,17 +643,17 @@ class LetheApp(App):
             bits.append(f"since {self.since:%Y-%m-%d}")
         if self.hidden:
             bits.append("hidden memories")
-        self.query_one("#title", Static).update(Text(_short(" · ".join(bits), 79), style="bold"))
+        self.title_bar.update(Text(_short(" · ".join(bits), 79), style="bold"))
 
     # -- the status line ----------------------------------------------------------------
     def refresh_status(self) -> None:
         def done(info: dict) -> None:
             self.status_info = info
-            self.query_one("#status", Static).update(status_line(info))
+            self.status_bar.update(status_line(info))
 
         def failed(msg: str) -> None:
             self.status_info = None
-            self.query_one("#status", Static).update(Text(_short(f"status: {msg}", 78), style="red"))
+            self.status_bar.update(Text(_short(f"status: {msg}", 78), style="red"))
 
         self.job(self.backend.status, done, failed=failed)
 
@@ -670,10 +685,10 @@ class LetheApp(App):
 
     # -- actions ------------------------------------------------------------------------
     def action_focus_query(self) -> None:
-        self.query_one("#query", Input).focus()
+        self.box.focus()
 
     def action_focus_results(self) -> None:
-        results = self.query_one("#results", ResultList)
+        results = self.results
         results.focus()
         if results.option_count and results.highlighted is None:
             results.highlighted = 0

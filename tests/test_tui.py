@@ -423,12 +423,17 @@ def test_help_on_question_mark_and_a_question_mark_in_the_box_is_text(mem, embed
     app = make_app(mem, embedder)
 
     async def scenario(app, pilot):
+        status = app.query_one("#status")
         await pilot.press("down", "question_mark")
         assert isinstance(app.screen, HelpScreen)
         keys = text_of(app.screen.query_one("Static"))
         for word in ("forget", "undo", "explain", "scope", "supersed", "restore", "date filter", "quit"):
             assert word in keys
         assert max(len(line) for line in keys.splitlines()) <= 70          # fits the 80-column dialog
+        status.update("")
+        app.action_refresh()                # results and status arriving under a dialog (a timer, ...)
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen) and text_of(status).startswith("5 memories")
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("escape")                                         # back to the box
