@@ -385,17 +385,10 @@ def restore(
 ) -> None:
     """Bring apoptotic entries back (their files never lost them)."""
     with _errors():
-        from .learn import current_step
+        from .curate import restore_apoptotic
 
         with _store(create=False) as store:
-            con = store.con
-            step = current_step(con)
-            n = 0
-            for i in ids:
-                n += con.execute(
-                    "UPDATE entries SET tier = 'naive', affinity = 0.5, last_retrieval_step = ? "
-                    "WHERE id = ? AND tier = 'apoptotic' RETURNING id", [step, i]
-                ).fetchall().__len__()
+            n = len(restore_apoptotic(store, ids))
         typer.echo(f"restored {n} of {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
 
 
@@ -503,9 +496,16 @@ app.command("sql")(sql_command)
 from .config_cli import config_app  # noqa: E402
 app.add_typer(config_app, name="config")
 
+from .cli_tui import tui_command  # noqa: E402
+app.command("tui")(tui_command)
+
 
 def main() -> None:
-    app()
+    # `lethe` alone in a terminal opens the UI; with a pipe it prints the help, as before
+    if len(sys.argv) == 1 and sys.stdin.isatty() and sys.stdout.isatty():
+        app(args=["tui"])
+    else:
+        app()
 
 
 if __name__ == "__main__":  # pragma: no cover

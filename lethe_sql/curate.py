@@ -420,3 +420,23 @@ def list_memories(store, *, since: date | None = None, limit: int = 20) -> list[
          "text": r[4], "superseded_by": r[5], "superseded_at": r[6].isoformat() if r[6] else None, "tier": r[7]}
         for r in rows
     ]
+
+
+# -- restore (apoptotic entries) -------------------------------------------------------
+
+
+def restore_apoptotic(store, ids: Iterable[str]) -> list[str]:
+    """Bring apoptotic entries back into search (``lethe restore``): tier ``naive``, affinity
+    0.5, last retrieved now. Their files never lost them; ids that are not apoptotic are left
+    alone. Returns the ids restored."""
+    from .learn import current_step
+
+    con = store.con
+    step = current_step(con)
+    out: list[str] = []
+    for i in ids:
+        out += [r[0] for r in con.execute(
+            "UPDATE entries SET tier = 'naive', affinity = 0.5, last_retrieval_step = ? "
+            "WHERE id = ? AND tier = 'apoptotic' RETURNING id", [step, i]
+        ).fetchall()]
+    return out

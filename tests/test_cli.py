@@ -138,9 +138,10 @@ def test_help_lists_every_command():
 
 def test_starting_the_cli_imports_no_heavy_optional_module():
     """Every `lethe add` and hook is a fresh process: the modules only some commands need
-    (the SQL builder, the ONNX runtime, the tokenizer, Arrow, the Anthropic client) load
+    (the SQL builder, the ONNX runtime, the tokenizer, Arrow, the Anthropic client, the
+    terminal UI's Textual) load
     when those commands run, not when the CLI starts."""
-    heavy = ["sqlglot", "onnxruntime", "tokenizers", "pyarrow", "anthropic"]
+    heavy = ["sqlglot", "onnxruntime", "tokenizers", "pyarrow", "anthropic", "textual"]
     out = subprocess.run(
         [sys.executable, "-c", f"import sys, lethe_sql.cli; print([m for m in {heavy!r} if m in sys.modules])"],
         capture_output=True, text=True, check=True,
