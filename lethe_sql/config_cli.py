@@ -52,6 +52,7 @@ DESCRIPTIONS = {
     "blend_date": "late interaction: added to the final score of an entry dated in the period the question names",
     "blend_question": "late interaction: added to the final score of an entry that is itself a question",
     "blend_phrase": "late interaction: added to the final score of an entry holding a phrase the query quotes",
+    "blend_ident": "late interaction: added to the final score of an entry holding every identifier the query names (a number, version, path, host)",
     "rerank_threshold": "judge past k_shallow when the best judge score is below this (unset: the judge's default, always for late interaction, 4.0 for the cross-encoder)",
     "rif": "retrieval-induced forgetting on or off",
     "n_clusters": "query clusters RIF learns per",

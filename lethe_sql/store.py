@@ -155,11 +155,11 @@ class MemoryStore:
             if not create or read_only:
                 raise NotAProject(f"{self.root} has no .lethe folder; run `lethe init` there first")
             self.init()
+        self.settings = load_settings(self.root) if settings is None else settings  # a bad one: said first
         if read_only and (self.db_path == ":memory:" or not Path(self.db_path).exists()):
             raise NotAProject(f"{self.root} has no index yet; run `lethe index` there first")
         self._embedder = embedder
         self.token_index = token_index
-        self.settings = load_settings(self.root) if settings is None else settings
         self._reranker_src = False  # not resolved yet
         self._con = None
         self._lock = ProjectLock(Path(self.db_path).parent if self.db_path != ":memory:" else self.lethe_dir / "index")

@@ -50,8 +50,22 @@ def test_entry_cues():
     assert is_question("Did they enjoy the campfire?  ") and not is_question("They did.")
     cues = analyze("When did we ship in June?")
     assert signals(cues, "shipped it yesterday", datetime(2023, 6, 3)) == {"time": 1.0, "date": 1.0, "question": 0.0,
-                                                                         "phrase": 0.0}
-    assert signals(cues, "did we ship?", None) == {"time": 0.0, "date": 0.0, "question": 1.0, "phrase": 0.0}
+                                                                         "phrase": 0.0, "ident": 0.0}
+    assert signals(cues, "did we ship?", None) == {"time": 0.0, "date": 0.0, "question": 1.0, "phrase": 0.0,
+                                                   "ident": 0.0}
+
+
+def test_identifiers_and_the_identifier_cue():
+    from lethe_sql.cues import id_parts, identifiers
+
+    assert identifiers("Staging DB pg-stg-1.int:5432, key `JWT_ACCESS_TTL`, v1.2.3, fact number 7, plain words") == {
+        "pg-stg-1.int:5432", "jwt_access_ttl", "v1.2.3", "7"}
+    assert {"pg-stg-1", "int", "5432"} <= id_parts("host pg-stg-1.int:5432")
+    q = analyze("is staging still on pg-stg-1 port 5432?")
+    assert q.idents == {"pg-stg-1", "5432"}
+    assert signals(q, "Staging: pg-stg-1.int:5432", None)["ident"] == 1.0
+    assert signals(q, "Staging: pg-stg-2.int:5432", None)["ident"] == 0.0    # all of them, as parts
+    assert signals(analyze("which port does staging use"), "port 5432", None)["ident"] == 0.0
     assert signals(analyze("what did we ship"), "shipped it yesterday", datetime(2023, 6, 3))["time"] == 0.0
 
 

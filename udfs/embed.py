@@ -9,6 +9,7 @@ small, and results are returned in the caller's order.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
