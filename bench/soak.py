@@ -46,6 +46,7 @@ it measured.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import math
 import os
@@ -931,6 +932,9 @@ def run(duration: str, *, adders: int = 3, searchers: int = 2, indexers: int = 1
         log("interrupted: partial report")
     finally:
         runner.kill_all()
+        # the `lethe serve` the loops' commands started (their private LETHE_HOME) goes too
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([str(exe), "serve", "--stop"], env=env, capture_output=True, timeout=60)
         if in_main and old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)
         result["finished"] = meta.now_iso()

@@ -74,7 +74,13 @@ def _root() -> Path:
     return find_root(state.root)
 
 
+#: set by ``lethe serve``: it hands commands a store it keeps open between them while busy
+STORES = None
+
+
 def _store(read_only: bool = False, create: bool = True):
+    if STORES is not None:
+        return STORES(_root(), read_only=read_only, create=create)
     from .store import MemoryStore
 
     return MemoryStore(_root(), read_only=read_only, create=create)

@@ -237,7 +237,7 @@ def forget(store, ids: Iterable[str] = (), query: str | None = None, *, dry_run:
         return report
     report.undo = _push_trash(store, records)
     store.index()
-    con.execute("DELETE FROM enrichment WHERE list_contains(CAST(? AS VARCHAR[]), id)", [ids_literal(every)])
+    store.con.execute("DELETE FROM enrichment WHERE list_contains(CAST(? AS VARCHAR[]), id)", [ids_literal(every)])
     for f in report.forgotten:
         f.text = ""  # forgotten: not repeated in the report
     return report

@@ -253,10 +253,13 @@ def defer_checkpoints(con) -> None:
     ``lethe add`` or learning ``lethe search`` process, for about 30 KiB of WAL. Now a
     process leaves its changes in ``lethe.duckdb.wal`` (durable, and replayed by every
     opener, read-only ones and ``ATTACH ... (READ_ONLY)`` included), and one commit in a
-    hundred or more pays the checkpoint. Replaying costs an opener about 25 ms per MB of WAL
-    at 200,000 entries. (At 2 MB DuckDB's own estimate made every add checkpoint.) The
-    index is ``lethe.duckdb`` together with ``lethe.duckdb.wal``: copy both, or run
-    ``CHECKPOINT`` first.
+    hundred or more pays the checkpoint. DuckDB decides by its own estimate of a commit's
+    WAL, far above what it writes: at 1-2 MB it checkpointed at every ``lethe add`` (53 ms
+    each at 400 entries, and the file grew by a megabyte a time), for 23 KiB of real WAL.
+    Replaying costs an opener about 65 ms per MB of WAL at 400 entries, 25 ms per MB at
+    200,000: ``lethe serve`` keeps the index open between the commands of a busy spell, so
+    it replays seldom. The index is ``lethe.duckdb`` together with ``lethe.duckdb.wal``:
+    copy both, or run ``CHECKPOINT`` first.
     """
     con.execute("PRAGMA disable_checkpoint_on_shutdown")
     con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")

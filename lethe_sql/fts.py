@@ -116,7 +116,10 @@ def fts_add_all(con) -> None:
 # ``context_sync`` recomputes exactly those; deletions go through ``fts_delete``.
 # ``tests/test_context.py`` checks incremental maintenance == a rebuild.
 
-_CONTEXT_ROWS = """
+#: the context window: the occurrences this many positions before and after an entry's home
+CONTEXT_WINDOW = 2
+
+_CONTEXT_ROWS = f"""
 WITH
     home AS (SELECT id, source, position, session_id, text FROM entries
              WHERE id IN (SELECT id FROM _fts_ids)),
@@ -124,7 +127,8 @@ WITH
         SELECT h.id, o.position - h.position AS off, coalesce(e.text, a.text) AS text
         FROM home AS h
         JOIN entry_sources AS o
-          ON o.source = h.source AND o.position BETWEEN h.position - 2 AND h.position + 2 AND o.position <> h.position
+          ON o.source = h.source AND o.position BETWEEN h.position - {CONTEXT_WINDOW} AND h.position + {CONTEXT_WINDOW}
+             AND o.position <> h.position
         LEFT JOIN entries AS e ON e.id = o.id
         LEFT JOIN absorbed AS a ON a.id = o.id
         WHERE h.session_id IS NOT NULL
@@ -156,17 +160,40 @@ def context_refresh(con, ids) -> None:
     _with_ids(con, list(ids), _CTX_DELETE + _CTX_ADD, CTX)
 
 
-def context_sync(con, sources, ids=()) -> None:
-    """After a pass rewrote ``sources``: rebuild the context of every entry whose home is,
-    or was, in them, plus ``ids`` (new entries whose home lies elsewhere)."""
-    stale = {
-        r[0]
-        for r in con.execute(
-            """SELECT id FROM entries WHERE source IN (SELECT unnest($1::VARCHAR[]))
-               UNION SELECT id FROM entry_context WHERE source IN (SELECT unnest($1::VARCHAR[]))""",
-            [list(sources)],
-        ).fetchall()
-    }
+def context_sync(con, sources, ids=(), changed: dict | None = None) -> None:
+    """After a pass rewrote ``sources``: rebuild the context of ``ids`` (new entries) and of
+    every entry whose context may have changed. ``changed`` maps a source to the positions
+    whose occurrence changed in this pass; then only the entries within ``CONTEXT_WINDOW``
+    of one of those, or whose home moved, are rebuilt (an append to a day's file touches
+    the last two, not all of them). Without ``changed``, every entry whose home is or was
+    in ``sources``."""
+    if changed is None:
+        stale = {
+            r[0]
+            for r in con.execute(
+                """SELECT id FROM entries WHERE source IN (SELECT unnest($1::VARCHAR[]))
+                   UNION SELECT id FROM entry_context WHERE source IN (SELECT unnest($1::VARCHAR[]))""",
+                [list(sources)],
+            ).fetchall()
+        }
+    else:
+        pairs = [(src, p) for src, ps in changed.items() for p in ps]
+        stale = {
+            r[0]
+            for r in con.execute(
+                f"""WITH ch AS (SELECT unnest($2::VARCHAR[]) AS source, unnest($3::INTEGER[]) AS position)
+                    SELECT e.id FROM entries AS e LEFT JOIN entry_context AS c USING (id)
+                    WHERE e.source IN (SELECT unnest($1::VARCHAR[]))
+                      AND (c.id IS NULL OR c.source IS DISTINCT FROM e.source OR c.position IS DISTINCT FROM e.position
+                           OR EXISTS (SELECT 1 FROM ch WHERE ch.source = e.source
+                                      AND abs(ch.position - e.position) <= {CONTEXT_WINDOW}))
+                    UNION
+                    SELECT c.id FROM entry_context AS c JOIN entries AS e USING (id)
+                    WHERE c.source IN (SELECT unnest($1::VARCHAR[]))
+                      AND (e.source IS DISTINCT FROM c.source OR e.position IS DISTINCT FROM c.position)""",
+                [list(sources), [p[0] for p in pairs], [int(p[1]) for p in pairs]],
+            ).fetchall()
+        }
     stale.update(ids)
     if stale:
         context_refresh(con, sorted(stale))

@@ -489,6 +489,9 @@ def apply_changes(
     warnings = report.warnings if report is not None else []
     con.execute("BEGIN TRANSACTION")
     try:
+        before = {(r[0], r[1]): r[2] for r in con.execute(
+            "SELECT source, position, id FROM entry_sources WHERE source IN (SELECT unnest(?::VARCHAR[]))",
+            [sources]).fetchall()}
         con.execute("DELETE FROM entry_sources WHERE source IN (SELECT unnest(?::VARCHAR[]))", [sources])
         if occ_rows:
             import pyarrow as pa
@@ -543,7 +546,12 @@ def apply_changes(
                 "OR into_id NOT IN (SELECT id FROM entries)"
             )
         # The context field of every entry whose home is or was in these sources.
-        context_sync(con, sources, [c.id for _, c in new])
+        after = {(r[0], r[1]): r[2] for r in occ_rows}
+        moved: dict[str, set] = {}
+        for key in set(before) | set(after):
+            if before.get(key) != after.get(key):
+                moved.setdefault(key[0], set()).add(key[1])
+        context_sync(con, sources, [c.id for _, c in new], moved)
         revisions.replace_marks(
             con, sources, [(src, c) for src, (_, chunks) in changed.items() for c in chunks],
             [(src, f) for src, (facts, _) in changed.items() if facts is not None for f in facts.forgotten],

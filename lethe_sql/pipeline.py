@@ -143,7 +143,7 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     ordered, pool, deep, results = judge_and_cut(
         pool, settings, judge, shallow_k, enc.text, timings,
         score=lambda cands: judge.score(con, enc, [c.id for c in cands]),
-        replaced_by=time_order(con, cues, stale, enc.text) if settings.revisions else None,
+        replaced_by=time_order(con, cues, stale, cues.idents) if settings.revisions else None,
     )
     for c in pool:
         c.superseded = stale.get(c.id)
@@ -173,7 +173,7 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     return Outcome(results, pool, judge.name if judge else None, cue, step, deep, learned, rif, timings, notes)
 
 
-def time_order(con, cues, stale: dict[str, Superseded], query: str = ""):
+def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     """What ``supersede_order`` reorders by, for a question with these ``cues``: about the
     present, each superseded candidate is replaced by what supersedes it, and by newer
     memories among the top ``PROMOTE_TOP`` that detection scored at ``PROMOTE_AT`` against
@@ -235,7 +235,8 @@ def with_current_versions(con, enc: QueryEncoding, pool: list[Candidate], stale:
     from .revisions import named_apart
 
     old_text = {c.id: c.text for c in pool}
-    rows = [r for r in rows if not named_apart(enc.text, old_text[want[r[0]]], r[2])]
+    names = analyze(enc.text).idents
+    rows = [r for r in rows if not named_apart(names, old_text[want[r[0]]], r[2])]
     floor = min((c.adjusted for c in pool), default=0.0)
     pulled: dict[str, list[Candidate]] = {}
     for k, r in enumerate(rows):

@@ -154,12 +154,15 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
 CLIP_Z = 3.0
 
 
-def named_apart(query: str, old_text: str, new_text: str) -> bool:
+def named_apart(query, old_text: str, new_text: str) -> bool:
     """Whether ``query`` names ``old_text`` apart from ``new_text``: it holds an identifier
     (``_identifiers``: a number, a version, a path, a host) that occurs in the older text
-    and not in the newer one."""
+    and not in the newer one. ``query`` may be the query's identifiers already."""
+    q = query if isinstance(query, (set, frozenset)) else _identifiers(query)
+    if not q:
+        return False
     old, new = _id_parts(old_text), _id_parts(new_text)
-    return any(q in old and q not in new for q in _identifiers(query))
+    return any(x in old and x not in new for x in q)
 
 
 def probability(features: Sequence[float]) -> float:

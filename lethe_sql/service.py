@@ -14,9 +14,11 @@ hand-off itself). Properties:
 * **One command at a time, in arrival order.** Requests queue in one worker thread: the
   service is a fair, single writer among lethe's processes, and it takes the same
   project lock as any other (``locks.py``), so it and cold processes never collide.
-* **It never holds a database.** A command opens the index it needs, as in its own
-  process, and closes it when it ends: between commands any DuckDB client can open the
-  file. Only the models stay loaded.
+* **It holds a database only while busy.** Commands that arrive back to back share one
+  open index per project (no reopening, no WAL replay, prepared statements kept); when
+  the queue runs dry, or after ``HOLD_SECONDS`` of holding, it closes the index and lets
+  go of the project lock, so any other lethe process, and any DuckDB client, gets its
+  turn. Only the models stay loaded while idle.
 * **The command runs as if in the caller's process**: its arguments, working folder and
   environment, with its standard input, output and exit status carried back.
 
@@ -42,6 +44,8 @@ from pathlib import Path
 from . import client
 
 IDLE_SECONDS = 600.0
+#: the longest the service keeps an index open while commands keep coming
+HOLD_SECONDS = 1.0
 LOG_MAX_BYTES = 1 << 20
 
 
@@ -61,6 +65,8 @@ class Service:
         self.last = time.monotonic()
         self.stop = threading.Event()
         self._lock_fd: int | None = None
+        self.stores: dict = {}        # project root -> MemoryStore kept open while busy
+        self.held_since: float | None = None
 
     # -- life -----------------------------------------------------------------
     def claim(self) -> bool:
@@ -91,9 +97,10 @@ class Service:
 
         with contextlib.suppress(Exception):
             shared_embedder().encode(["warm up"])
-        from . import hooks
+        from . import cli, hooks
 
         hooks.BACKGROUND = self.schedule_index  # the hooks' reindex runs here, after the reply
+        cli.STORES = self.store
 
     def serve(self) -> int:
         if not self.claim():
@@ -122,13 +129,14 @@ class Service:
                 threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
         finally:
             self.stop.set()
+            self.jobs.put(None)
+            worker.join(timeout=30)
+            self.release_if_idle(force=True)
             with contextlib.suppress(OSError):
                 srv.close()
             with contextlib.suppress(FileNotFoundError):
                 if self.path.exists():
                     self.path.unlink()
-            self.jobs.put(None)
-            worker.join(timeout=30)
         return 0
 
     # -- requests -------------------------------------------------------------
@@ -182,20 +190,70 @@ class Service:
                 box["reply"] = {"stdout": "", "stderr": f"lethe: error: {exc}\n", "code": 1}
                 self.log(traceback.format_exc())
             finally:
+                if box.get("reply", {}).get("code"):
+                    self.release_if_idle(force=True)  # a failed command leaves nothing half done open
+                else:
+                    self.release_if_idle()
                 done.set()
 
     def index_job(self, root: Path) -> None:
-        from .hooks import single_flight_index
-
         try:
-            single_flight_index(root)
+            with self.store(Path(root), read_only=False, create=True) as store:
+                store.index()
+            (Path(root) / ".lethe" / "index" / ".reindex.pending").unlink(missing_ok=True)
         except Exception:  # noqa: BLE001
             self.log(traceback.format_exc())
+        finally:
+            self.release_if_idle()
+
+    # -- kept stores ------------------------------------------------------------
+    def store(self, root: Path, *, read_only: bool = False, create: bool = True):
+        """The store a command gets: one per project, opened for writing (it serves reads
+        too, and learns at once), kept open between commands while the queue is busy."""
+        from .errors import NotAProject
+        from .settings import load_settings
+        from .store import LETHE_DIR, MemoryStore
+
+        root = Path(root).expanduser().resolve()
+        kept = self.stores.get(root)
+        if kept is None:
+            if not (root / LETHE_DIR).is_dir() and (read_only or not create):
+                raise NotAProject(f"{root} has no .lethe folder; run `lethe init` there first")
+            if read_only and not (root / LETHE_DIR / "index" / "lethe.duckdb").exists():
+                raise NotAProject(f"{root} has no index yet; run `lethe index` there first")
+            kept = self.stores[root] = MemoryStore(root)
+            if self.held_since is None:
+                self.held_since = time.monotonic()
+        kept.settings = load_settings(root)  # this request's environment
+        return _Kept(kept)
+
+    def release_if_idle(self, force: bool = False) -> None:
+        """Close the kept stores when nothing waits, or when they were held long enough."""
+        if not self.stores:
+            return
+        busy = not self.jobs.empty()
+        if not force and busy and self.held_since is not None and time.monotonic() - self.held_since < HOLD_SECONDS:
+            return
+        for store in self.stores.values():
+            with contextlib.suppress(Exception):
+                store.close()
+        self.stores.clear()
+        self.held_since = None
+
+    _command = None
+
+    def command(self):
+        """The CLI as a click command, built once (typer builds it anew on every call: 24 ms)."""
+        if self._command is None:
+            import typer.main
+
+            from . import cli
+
+            self._command = typer.main.get_command(cli.app)
+        return self._command
 
     def execute(self, req: dict) -> dict:
         """Run one ``lethe`` command line as the caller would have, capturing its output."""
-        from . import cli
-
         saved_env, saved_cwd = dict(os.environ), os.getcwd()
         saved_io = sys.stdin, sys.stdout, sys.stderr
         out, err = io.StringIO(), io.StringIO()
@@ -207,7 +265,7 @@ class Service:
             sys.stdin = io.StringIO(req.get("stdin") or "")
             sys.stdout, sys.stderr = out, err
             try:
-                cli.app(args=list(req.get("argv") or []), prog_name="lethe", standalone_mode=True)
+                self.command().main(args=list(req.get("argv") or []), prog_name="lethe", standalone_mode=True)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception as exc:  # noqa: BLE001
@@ -221,6 +279,28 @@ class Service:
             with contextlib.suppress(OSError):
                 os.chdir(saved_cwd)
         return {"stdout": out.getvalue(), "stderr": err.getvalue(), "code": code}
+
+
+class _Kept:
+    """A kept store as a command sees it: closing it leaves it open for the next command."""
+
+    def __init__(self, store) -> None:
+        object.__setattr__(self, "_store", store)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def __setattr__(self, name, value) -> None:
+        setattr(self._store, name, value)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 def status() -> dict:

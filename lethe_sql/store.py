@@ -253,10 +253,9 @@ class MemoryStore:
             "(query clusters, suppression, tiers) starts over",
             UserWarning, stacklevel=2,
         )
-        con = self._connect(False)
-        self._con = con
+        self._con = self._connect(False)
         self.index()
-        return con
+        return self._con
 
     def close(self) -> None:
         if self._con is not None:
@@ -508,6 +507,7 @@ class MemoryStore:
         section = _as_section(text, when, heading, old)
         append_section(self.memory_dir, path, section, unless_section=(new_id, old))
         self.index()
+        con = self.con  # index() may have compacted the file and opened it anew
         holder = con.execute("SELECT into_id FROM absorbed WHERE id = ?", [new_id]).fetchone()
         if holder is not None:
             return AddResult(holder[0], "duplicate", (), redacted)
