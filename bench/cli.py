@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic", "updates", "soak")
+DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic", "updates", "soak", "facts")
 DEFAULT_CONFIGS = ("bm25", "dense", "hybrid")
 LEARNING_PROTOCOLS = ("prequential", "split")
 DEFAULT_PROTOCOL = {"locomo": "turn-global", "longmemeval": "turn-global", "nfcorpus": "beir", "beir": "beir",
@@ -109,7 +109,7 @@ def _learning_summary(lr: dict | None) -> list[str]:
 
 
 def bench_command(
-    dataset: str = typer.Argument(..., help="locomo, longmemeval, nfcorpus (or beir), synthetic, updates or soak."),
+    dataset: str = typer.Argument(..., help="locomo, longmemeval, nfcorpus (or beir), synthetic, updates, soak or facts."),
     path: str = typer.Argument(
         ..., help="The data file or folder (never copied). For synthetic: corpus sizes, e.g. 10k,50k,200k. "
         "For soak: how long the loops run, e.g. 30s, 5m."
@@ -176,11 +176,17 @@ def bench_command(
 
     `soak DURATION` runs concurrent loops of whole `lethe` processes (add, search, index, the
     Stop hook) on a fresh temporary project, then checks that nothing was lost or duplicated
-    (bench/soak.py); --adders/--searchers/--indexers/--hooks/--size/--lethe/--keep."""
+    (bench/soak.py); --adders/--searchers/--indexers/--hooks/--size/--lethe/--keep.
+
+    `facts N` indexes one file of N sections `fact number N about service sK.` and checks
+    that each stays a memory and is found by its number (bench/facts.py); --queries S probes
+    a seeded sample of S facts (default: every one)."""
     from lethe_sql.errors import LetheError, UsageError
 
     if dataset.lower() == "updates":
         return _updates(path, config, projects, seed, out, json_out, workdir, quiet)
+    if dataset.lower() == "facts":
+        return _facts(path, queries, seed, out, json_out, workdir, quiet)
     if dataset.lower() == "soak":
         return _soak(path, adders, searchers, indexers, hooks, size, seed, lethe, out, json_out, workdir, keep,
                      op_timeout, quiet)
@@ -229,6 +235,35 @@ def _updates(path, config, projects, seed, out, json_out, workdir, quiet) -> Non
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
         typer.echo(updates.markdown(result, command))
+
+
+def _facts(path, queries, seed, out, json_out, workdir, quiet) -> None:
+    from lethe_sql.errors import LetheError
+
+    from . import facts
+
+    try:
+        n = int(path.lower().removesuffix("k")) * (1000 if path.lower().endswith("k") else 1)
+    except ValueError:
+        typer.echo(f"lethe: error: facts takes a number of sections (e.g. 10000 or 10k), not {path!r}", err=True)
+        raise typer.Exit(2) from None
+    if n < 1:
+        typer.echo("lethe: error: facts needs at least one section", err=True)
+        raise typer.Exit(2)
+    command = _canonical_command("facts", path, [], {"--queries": queries, "--seed": seed or None,
+                                                    "--out": out, "--json": json_out})
+    log = (lambda m: None) if quiet else (lambda m: typer.echo(m, err=True))
+    try:
+        result = facts.run(n, sample=queries or 0, seed=seed, workdir=workdir, log=log)
+    except LetheError as exc:
+        typer.echo(f"lethe: error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    result["command"] = command
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+        (out / "report.md").write_text(facts.markdown(result, command))
+    typer.echo(json.dumps(result, indent=2, default=str) if json_out else facts.markdown(result, command))
 
 
 def _soak(duration, adders, searchers, indexers, hooks, size, seed, lethe, out, json_out, workdir, keep,

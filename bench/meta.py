@@ -10,6 +10,11 @@ import time
 from datetime import datetime, timezone
 
 
+def machine_line(m: dict) -> str:
+    """One line for a report: the CPU, its cores and the load while the run ended."""
+    return f"{m.get('processor', '?')}, {m.get('cpu_count', '?')} cores, load {m.get('load_avg_1_5_15')}"
+
+
 def machine() -> dict:
     info = {
         "platform": platform.platform(),

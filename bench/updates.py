@@ -291,11 +291,12 @@ def _score_links(store, p: Project, id_of: dict[str, str], det: dict) -> None:
 
 
 def markdown(r: dict, command: str) -> str:
+    from .meta import machine_line
+
     L = [f"# lethe bench: updates\n", f"- command: `{command}`",
          f"- projects: {', '.join(r['projects'])} ({r['n_memories']} memories, {r['n_queries']} queries: "
          + ", ".join(f"{k} {v}" for k, v in r["n_by_kind"].items()) + ")",
-         f"- machine: {r['machine'].get('processor', '?')}, {r['machine'].get('cpu_count', '?')} cores, "
-         f"load {r['machine'].get('load_avg_1_5_15')}; finished {r['finished']}",
+         f"- machine: {machine_line(r['machine'])}; finished {r['finished']}",
          f"- detection: link recall {r['detection']['link_recall']:.3f} over {r['detection']['gold_pairs']} gold pairs; "
          f"link precision {r['detection']['link_precision']:.3f} over {r['detection']['links']} links", "",
          "| config | " + " | ".join(METRICS) + " | p50 ms |", "|---" * (len(METRICS) + 2) + "|"]

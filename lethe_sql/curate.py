@@ -148,7 +148,8 @@ def targets_for(store, refs: Iterable[str]) -> list[str]:
             out.append(rows.pop())
         elif rows:
             problems.append(f"{ref} matches more than one memory; give more of the id")
-        elif con.execute("SELECT count(*) FROM forgotten WHERE starts_with(id, ?)", [ref]).fetchone()[0]:
+        elif con.execute("SELECT count(*) FROM forgotten WHERE starts_with(id, ?)", [ref]).fetchone()[0] \
+                or _in_trash(store, ref):
             problems.append(f"{ref} is already forgotten")
         else:
             problems.append(f"no memory with id {ref} (`lethe list` shows ids)")
@@ -248,6 +249,19 @@ def forget(store, ids: Iterable[str] = (), query: str | None = None, *, dry_run:
 
 def trash_dir(store) -> Path:
     return store.lethe_dir / "trash"
+
+
+def _in_trash(store, ref: str) -> bool:
+    """Whether a kept forget (``.lethe/trash``) took a memory whose id starts with ``ref``."""
+    d = trash_dir(store)
+    for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+        try:
+            files = json.loads(p.read_text(encoding="utf-8")).get("files", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        if any(str(i).startswith(ref) for f in files if isinstance(f, dict) for i in f.get("ids", [])):
+            return True
+    return False
 
 
 def _push_trash(store, records: list[dict]) -> str:

@@ -487,6 +487,12 @@ def apply_changes(
         (src, c.position, c.id, c.heading) for src, (_, chunks) in changed.items() for c in chunks
     ]
     warnings = report.warnings if report is not None else []
+    horizon = datetime.now() + revisions.FUTURE_SLACK
+    for src, (_, chunks) in changed.items():
+        future = max((c.created_at for c in chunks if c.created_at and c.created_at > horizon), default=None)
+        if future is not None:
+            warnings.append(f"{src}: dated {future:%Y-%m-%d}, in the future; indexed as written, but no revision "
+                            "is detected to or from it (a supersedes marker still declares one)")
     con.execute("BEGIN TRANSACTION")
     try:
         before = {(r[0], r[1]): r[2] for r in con.execute(

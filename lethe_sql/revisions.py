@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -399,6 +399,10 @@ def sync(con, *, sources: Sequence[str], new: Sequence[tuple[str, object]], vect
     return {"declared": declared, "detected": detected}
 
 
+#: how far ahead of the clock a memory's date may be (time zones) before it counts as the future
+FUTURE_SLACK = timedelta(days=1)
+
+
 # "older than the memory written at $at" (Memory.before), and its mirror
 _OLDER = "(created_at < $at)"
 _NEWER = "(created_at > $at)"
@@ -530,6 +534,10 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: _Graph, vetoes: set) -
     for o, n in existing:
         graph.add(o, n)
     have = {(o, n) for o, n in existing}
+    # a memory dated in the future (a typo in a heading or a file name: `lethe index` says so)
+    # is ordered by no one: no link is detected to or from it; a declared one still holds
+    horizon = datetime.now() + FUTURE_SLACK
+    pairs = [p for p in pairs if all(m in meta and (meta[m].at is None or meta[m].at <= horizon) for m in p[:2])]
     listed = enumerations(pairs, meta)
     scored: dict[tuple[str, str], tuple[float, str, bool]] = {}
     for old, new, cos, rank in pairs:

@@ -199,3 +199,14 @@ def test_cli_list(tmp_path, cli_env):
     assert "5434" in text and "5433" not in text
     bad = run([*r, "list", "--since", "March"], cli_env, check=False)
     assert bad.returncode == 2 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_forgetting_a_forgotten_memory_says_so_and_changes_nothing(project):
+    r = project.add_memory("The nightly job runs at 02:00.")
+    project.forget([r.id])
+    files = {p: p.read_bytes() for p in project.memory_dir.glob("*.md")}
+    from lethe_sql.errors import UsageError
+
+    with pytest.raises(UsageError, match=f"{r.id[:8]} is already forgotten"):
+        project.forget([r.id[:8]])
+    assert {p: p.read_bytes() for p in project.memory_dir.glob("*.md")} == files

@@ -254,3 +254,14 @@ def test_cli_search_explain_and_revisions_show_what_superseded_what(tmp_path, cl
     con = duckdb.connect(str(root / ".lethe" / "index" / "lethe.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM revisions").fetchone()[0] == 0
     con.close()
+
+
+def test_a_memory_dated_in_the_future_is_indexed_with_one_warning_and_never_detected_as_a_revision(project):
+    write(project.memory_dir / "2026-01-05.md", f"# 2026-01-05\n\n## 09:00 db\n{OLD}\n")
+    write(project.memory_dir / "2099-01-05.md", f"# 2099-01-05\n\n## 09:00 db\n{NEW}\n")
+    write(project.memory_dir / "notes.md", "## db note\nStaging Postgres listens on port 5435.\n")  # no date at all
+    r = project.index()
+    future = [w for w in r.warnings if "in the future" in w]
+    assert len(future) == 1 and "2099-01-05.md" in future[0] and "\n" not in future[0]
+    assert project.con.execute("SELECT count(*) FROM entries").fetchone()[0] == 3   # every memory indexed
+    assert links(project) == []   # neither the future nor the undated memory is ordered against the old one
