@@ -310,13 +310,14 @@ def enrich_command(
 
 
 def mcp_command() -> None:
-    """Serve this project's memory to MCP clients over stdio.
+    """Serve this project's memory to MCP clients over stdio (JSON-RPC: no --json needed).
 
-    Tools: add_memory, search_memories, get_memory, list_projects."""
+    Tools: add_memory, search_memories, get_memory, list_memories, forget_memory, undo_forget,
+    list_projects; each with an input and an output schema. Ctrl-C ends it (status 130)."""
     cli = _cli()
     with cli._errors():
         try:
             from .mcp_server import serve
         except ImportError as exc:
             raise UsageError(f"`lethe mcp` needs the mcp package (pip install 'mcp>=2'): {exc}") from None
-        serve(cli._root())
+        raise typer.Exit(serve(cli._root()))
