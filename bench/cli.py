@@ -13,6 +13,8 @@ from typing import List, Optional
 
 import typer
 
+from lethe_sql.cli_output import JsonOut, report_error
+
 DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic", "updates", "soak", "facts")
 DEFAULT_CONFIGS = ("bm25", "dense", "hybrid")
 LEARNING_PROTOCOLS = ("prequential", "split")
@@ -122,7 +124,7 @@ def bench_command(
     queries: Optional[int] = typer.Option(None, "--queries", min=1, help="Score a seeded sample of N queries."),
     seed: int = typer.Option(0, "--seed", help="Seed for sampling, bootstrap and permutations."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write results.json, report.md and chart.png here."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+    json_out: JsonOut = False,
     protocol: Optional[str] = typer.Option(
         None, "--protocol", help="How queries are scored. A corpus construction, each query scored alone "
         "(nothing learns): turn-global (default) or session-local for locomo/longmemeval, beir for BEIR. "
@@ -193,10 +195,10 @@ def bench_command(
     try:
         result, per_query = _run(**locals())
     except LetheError as exc:
-        typer.echo(f"lethe: error: {exc}", err=True)
+        report_error(str(exc), exc.kind)
         raise typer.Exit(exc.exit_code) from None
     except (ValueError, FileNotFoundError, KeyError) as exc:
-        typer.echo(f"lethe: error: {UsageError(str(exc))}", err=True)
+        report_error(str(UsageError(str(exc))), "usage")
         raise typer.Exit(2) from None
     if out is not None:
         from .report import write
@@ -223,7 +225,7 @@ def _updates(path, config, projects, seed, out, json_out, workdir, quiet) -> Non
     try:
         result, per_query = updates.run(Path(path), names, projects=picked, seed=seed, workdir=workdir, log=log)
     except LetheError as exc:
-        typer.echo(f"lethe: error: {exc}", err=True)
+        report_error(str(exc), exc.kind)
         raise typer.Exit(exc.exit_code) from None
     result["command"] = command
     if out is not None:
@@ -245,10 +247,10 @@ def _facts(path, queries, seed, out, json_out, workdir, quiet) -> None:
     try:
         n = int(path.lower().removesuffix("k")) * (1000 if path.lower().endswith("k") else 1)
     except ValueError:
-        typer.echo(f"lethe: error: facts takes a number of sections (e.g. 10000 or 10k), not {path!r}", err=True)
+        report_error(f"facts takes a number of sections (e.g. 10000 or 10k), not {path!r}", "usage")
         raise typer.Exit(2) from None
     if n < 1:
-        typer.echo("lethe: error: facts needs at least one section", err=True)
+        report_error("facts needs at least one section", "usage")
         raise typer.Exit(2)
     command = _canonical_command("facts", path, [], {"--queries": queries, "--seed": seed or None,
                                                     "--out": out, "--json": json_out})
@@ -256,7 +258,7 @@ def _facts(path, queries, seed, out, json_out, workdir, quiet) -> None:
     try:
         result = facts.run(n, sample=queries or 0, seed=seed, workdir=workdir, log=log)
     except LetheError as exc:
-        typer.echo(f"lethe: error: {exc}", err=True)
+        report_error(str(exc), exc.kind)
         raise typer.Exit(exc.exit_code) from None
     result["command"] = command
     if out is not None:
@@ -277,7 +279,7 @@ def _soak(duration, adders, searchers, indexers, hooks, size, seed, lethe, out, 
                         seed=seed, lethe=lethe, out=out, json_out=json_out, workdir=workdir, keep=keep,
                         op_timeout=op_timeout, quiet=quiet)
     except LetheError as exc:
-        typer.echo(f"lethe: error: {exc}", err=True)
+        report_error(str(exc), exc.kind)
         raise typer.Exit(exc.exit_code) from None
     if code:
         raise typer.Exit(code)

@@ -258,6 +258,9 @@ def error_line(kind: str, rc: int | None, out: str, err: str, timeout: float) ->
         if kind == "hook" and ln.startswith("lethe: hook: ") and not ln[13:].startswith(HOOK_STATUS):
             return ln
     if rc != 0:
+        said = json_error(out)  # a command run with --json says its error on stdout
+        if said is not None:
+            return f"lethe: error: {said}"
         if any(ln.startswith("Traceback") for ln in lines):
             return lines[-1]
         return f"exit {rc}: {lines[0] if lines else '(no stderr)'}"
@@ -268,6 +271,17 @@ def error_line(kind: str, rc: int | None, out: str, err: str, timeout: float) ->
             ok = False
         if not ok:
             return "search output is not a JSON list"
+    return None
+
+
+def json_error(out: str) -> str | None:
+    """The message of ``{"error": {"message": ...}}``, what a ``--json`` command prints when it fails."""
+    try:
+        data = json.loads(out)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        return str(data["error"].get("message", ""))
     return None
 
 
@@ -854,7 +868,7 @@ def run(duration: str, *, adders: int = 3, searchers: int = 2, indexers: int = 1
         files = write_starting_set(root / ".lethe" / "memory", memories)
         rc, out, err, idx_secs = runner.run(["index", "--json"])
         if rc != 0:
-            raise UsageError(f"soak: indexing the starting set failed: {_first_line(err) or rc}")
+            raise UsageError(f"soak: indexing the starting set failed: {json_error(out) or _first_line(err) or rc}")
         entries0, why = read_entries(db_path)
         result["setup"] = {"init_s": round(secs, 3), "start_memories": size, "start_files": files,
                            "start_index_s": round(idx_secs, 3)}

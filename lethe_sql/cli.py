@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
@@ -13,7 +11,10 @@ from typing import List, Optional
 import typer
 
 from . import __version__
-from .errors import LetheError, UsageError
+from .cli_output import JsonOut, LetheGroup
+from .cli_output import err as _err  # noqa: F401  (the sub-apps print through these names)
+from .cli_output import errors as _errors
+from .cli_output import print_json as _print_json
 from .settings import MAX_COUNT
 
 ENV_HELP = (
@@ -39,6 +40,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=LetheGroup,
 )
 
 
@@ -47,25 +49,6 @@ class State:
 
 
 state = State()
-
-
-def _err(msg: str) -> None:
-    typer.echo(f"lethe: {msg}", err=True)
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
-    _err(f"warning: {message}")
-
-
-@contextmanager
-def _errors():
-    """Turn LetheErrors into one clean line and the right exit status."""
-    warnings.showwarning = _show_warning
-    try:
-        yield
-    except LetheError as exc:
-        _err(f"error: {exc}")
-        raise typer.Exit(exc.exit_code) from None
 
 
 def _root() -> Path:
@@ -84,10 +67,6 @@ def _store(read_only: bool = False, create: bool = True):
     from .store import MemoryStore
 
     return MemoryStore(_root(), read_only=read_only, create=create)
-
-
-def _print_json(obj) -> None:
-    typer.echo(json.dumps(obj, indent=2, default=str, ensure_ascii=False))
 
 
 @contextmanager
@@ -131,7 +110,7 @@ def main_callback(
 
 
 @app.command()
-def init(json_out: bool = typer.Option(False, "--json", help="Print the result as JSON.")) -> None:
+def init(json_out: JsonOut = False) -> None:
     """Create .lethe/memory and .lethe/index in the project root."""
     with _errors():
         from .store import MemoryStore
@@ -155,7 +134,7 @@ def add(
         None, "--supersedes", metavar="ID",
         help="A memory this one replaces (repeat for several); the old one stays findable as history.",
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Append a timestamped section to today's memory file and index it.
 
@@ -177,7 +156,7 @@ def add(
 @app.command()
 def index(
     rebuild: bool = typer.Option(False, "--rebuild", help="Re-embed everything and rebuild the FTS tables."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    json_out: JsonOut = False,
     no_register: bool = typer.Option(False, "--no-register", help="Do not add this project to the global registry."),
 ) -> None:
     """Index the memory folder incrementally (unchanged files are skipped)."""
@@ -229,7 +208,7 @@ def search(
         help="default (first stage, judge, learning), or one first-stage macro alone: hybrid, bm25, dense.",
     ),
     judge: Optional[str] = typer.Option(None, "--judge", help="auto, cross-encoder, late-interaction or none."),
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON list of results."),
+    json_out: JsonOut = False,
     read_only: bool = typer.Option(False, "--read-only", help="Learn nothing from this search (searches always read the index read-only; what they learn is applied by the next write)."),
     all_projects: bool = typer.Option(False, "--all", help="Search every registered project (read-only; lethe projects list)."),
     projects: Optional[str] = typer.Option(None, "--projects", help="Search these registered projects: slugs or roots, comma-separated."),
@@ -297,7 +276,7 @@ def explain(
     top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, max=MAX_COUNT, help="How many results (default 10)."),
     judge: Optional[str] = typer.Option(None, "--judge", help="auto, cross-encoder, late-interaction or none."),
     pool: bool = typer.Option(False, "--pool", help="Show the whole judged pool, not only the results."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Show how each result was ranked: BM25, context BM25, dense, fused, suppression, judge, final.
 
@@ -350,7 +329,7 @@ app.add_typer(rif_app, name="rif")
 
 
 @rif_app.command("reset")
-def rif_reset(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def rif_reset(json_out: JsonOut = False) -> None:
     """Forget everything learned: suppression, query clusters, query log, tiers and affinity."""
     with _errors():
         from .learn import reset
@@ -365,7 +344,7 @@ def rif_reset(json_out: bool = typer.Option(False, "--json", help="Print JSON.")
 
 
 @rif_app.command("status")
-def rif_status(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def rif_status(json_out: JsonOut = False) -> None:
     """Show the learned state: search step, clusters, suppression, tiers."""
     with _errors():
         with _store(create=False) as store:  # a writer: what searches deferred is applied first
@@ -388,18 +367,23 @@ def rif_status(json_out: bool = typer.Option(False, "--json", help="Print JSON."
 @app.command()
 def restore(
     ids: List[str] = typer.Argument(..., help="Ids of apoptotic entries to bring back into search results."),
+    json_out: JsonOut = False,
 ) -> None:
-    """Bring apoptotic entries back (their files never lost them)."""
+    """Bring apoptotic entries back (their files never lost them); ids that are not apoptotic are left alone."""
     with _errors():
         from .curate import restore_apoptotic
 
         with _store(create=False) as store:
-            n = len(restore_apoptotic(store, ids))
-        typer.echo(f"restored {n} of {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
+            restored = restore_apoptotic(store, ids)
+        if json_out:
+            _print_json({"restored": restored, "requested": list(ids)})
+        else:
+            n = len(restored)
+            typer.echo(f"restored {n} of {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
 
 
 @app.command()
-def status(json_out: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> None:
+def status(json_out: JsonOut = False) -> None:
     """Show what is indexed and which models are in use."""
     with _errors():
         from .store import MemoryStore, find_root
@@ -427,26 +411,29 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print the status
 def demo(
     top_k: int = typer.Option(3, "--top-k", "-k", min=1, help="Results per query."),
     keep: Optional[Path] = typer.Option(None, "--keep", help="Build the demo project here instead of a temporary folder."),
+    json_out: JsonOut = False,
 ) -> None:
     """Index the bundled sample memory folder and run a few searches."""
     with _errors():
         from .demo import run_demo
 
-        run_demo(top_k=top_k, keep=keep, echo=typer.echo)
+        report = run_demo(top_k=top_k, keep=keep, echo=(lambda line: None) if json_out else typer.echo)
+        if json_out:
+            _print_json(report)
 
 
 @app.command()
 def serve(
     stop: bool = typer.Option(False, "--stop", help="Ask the running service to exit."),
     show: bool = typer.Option(False, "--status", help="Say whether the service runs, and where."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON (with --status or --stop)."),
+    json_out: JsonOut = False,
 ) -> None:
     """Run the service that keeps lethe warm (models loaded) for this user, in the foreground.
 
     You rarely need this: the first `lethe` command that finds no service starts one in
     the background, and it exits after LETHE_SERVE_IDLE seconds (600) without a request.
     It runs one command at a time and never keeps a database open between commands.
-    LETHE_SERVE=0 turns it off."""
+    LETHE_SERVE=0 turns it off. --json applies to --status and --stop."""
     with _errors():
         from . import service
 

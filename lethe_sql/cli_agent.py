@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from .cli_output import JsonOut
 from .errors import UsageError
 
 hook_app = typer.Typer(
@@ -85,7 +86,7 @@ def expand_entries(con, ids: List[str]) -> list[dict]:
 
 def expand(
     ids: List[str] = typer.Argument(..., help="Entry ids (as `lethe search` prints them) or unambiguous prefixes."),
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON list of entries."),
+    json_out: JsonOut = False,
 ) -> None:
     """Print whole memories with their source file and heading."""
     cli = _cli()
@@ -118,7 +119,7 @@ def mine_command(
     any_project: bool = typer.Option(
         False, "--any-project", help="With auto-discovery, mine sessions from every working directory, not only this project."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Mine agent transcripts into memories: one per user + assistant exchange.
 
@@ -229,7 +230,7 @@ def install_codex_command(
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove lethe's blocks and skills."),
     no_skills: bool = typer.Option(False, "--no-skills", help="Only edit config.toml."),
     no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not register `lethe mcp` as an MCP server."),
-    json_out: bool = typer.Option(False, "--json", help="Print what was done as JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Add lethe to Codex: a notify hook and the `lethe mcp` server in $CODEX_HOME/config.toml
     (between marker comments) and the recall skills in $CODEX_HOME/skills/ (default CODEX_HOME: ~/.codex)."""
@@ -258,7 +259,7 @@ def enrich_command(
     concurrency: int = typer.Option(4, "--concurrency", min=1, max=32, help="Requests in flight at once."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before a run expected to cost more than $0.25."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only count the entries and estimate the cost."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Optional: index an Anthropic model's gist, questions, entities and dates beside each entry.
 
@@ -310,13 +311,14 @@ def enrich_command(
 
 
 def mcp_command() -> None:
-    """Serve this project's memory to MCP clients over stdio.
+    """Serve this project's memory to MCP clients over stdio (JSON-RPC: no --json needed).
 
-    Tools: add_memory, search_memories, get_memory, list_projects."""
+    Tools: add_memory, search_memories, get_memory, list_memories, forget_memory, undo_forget,
+    list_projects; each with an input and an output schema. Ctrl-C ends it (status 130)."""
     cli = _cli()
     with cli._errors():
         try:
             from .mcp_server import serve
         except ImportError as exc:
             raise UsageError(f"`lethe mcp` needs the mcp package (pip install 'mcp>=2'): {exc}") from None
-        serve(cli._root())
+        raise typer.Exit(serve(cli._root()))

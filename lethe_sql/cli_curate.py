@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from .cli_output import JsonOut
+
 
 def _cli():
     from . import cli
@@ -34,7 +36,7 @@ def forget_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be forgotten; change nothing."),
     undo: bool = typer.Option(False, "--undo", help="Undo the last forget."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before forgetting what --query matched."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Forget memories for good: out of search now, after `lethe index --rebuild` and after `lethe mine`.
 
@@ -87,7 +89,7 @@ def _print_report(report, *, json_out: bool, undone: bool = False) -> None:
 def list_command(
     since: Optional[str] = typer.Option(None, "--since", help="Only memories dated on or after this day (YYYY-MM-DD)."),
     limit: int = typer.Option(20, "--limit", "-n", min=1, max=100000, help="How many (default 20)."),
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON list."),
+    json_out: JsonOut = False,
 ) -> None:
     """List the newest memories, marking those a newer memory superseded."""
     cli = _cli()
@@ -113,7 +115,7 @@ def revisions_command(
     unlink: Optional[str] = typer.Option(None, "--unlink", metavar="OTHER", help="Remove the link between ID and OTHER."),
     supersedes: Optional[str] = typer.Option(
         None, "--supersedes", metavar="OLD", help="Declare that ID supersedes OLD (a marker in ID's section)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Show the versions of a memory (its revision chain), oldest first; fix a link.
 

@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from .cli_output import JsonOut
+
 TEXT_WIDTH = 200
 
 
@@ -21,7 +23,7 @@ def dedupe_command(
         None, "--restore", metavar="ID",
         help="Bring an absorbed memory back (re-indexed, and never absorbed again).",
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Merge duplicate memories across the whole store.
 

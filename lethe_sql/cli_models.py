@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 import typer
 
+from .cli_output import JsonOut
+
 models_app = typer.Typer(
     help="List the models lethe uses (embedder, reranker) and download the reranker.\n\n"
     "Environment: LETHE_EMBED_MODEL, LETHE_RERANK_MODEL (a folder holding model.onnx and "
@@ -80,7 +82,7 @@ def _mib(n: int) -> str:
 @models_app.callback(invoke_without_command=True)
 def models(
     ctx: typer.Context,
-    json_out: bool = typer.Option(False, "--json", help="Print the list as JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """List each model role (embedder, reranker): installed or not, name, origin, path, size."""
     if ctx.invoked_subcommand is not None:
@@ -126,7 +128,7 @@ def _download_bar(enabled: bool):
 @models_app.command()
 def pull(
     force: bool = typer.Option(False, "--force", help="Download again even if the reranker is in the cache."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Download the reranker (cross-encoder ms-marco-MiniLM-L-6-v2, ONNX) into the lethe cache."""
     from .cli import _errors, _print_json

@@ -15,6 +15,8 @@ from typing import Optional
 
 import typer
 
+from .cli_output import JsonOut
+
 projects_app = typer.Typer(
     help="The global registry of projects ($LETHE_HOME/projects.json, default ~/.lethe): "
     "what `lethe search --all` and `lethe sql --all` cover. `lethe index` registers its project "
@@ -30,7 +32,7 @@ def _cli():
 
 
 @projects_app.command("list")
-def projects_list(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def projects_list(json_out: JsonOut = False) -> None:
     """List registered projects: slug, root, registration time, whether the index exists."""
     c = _cli()
     with c._errors():
@@ -53,7 +55,7 @@ def projects_list(json_out: bool = typer.Option(False, "--json", help="Print JSO
 @projects_app.command("add")
 def projects_add(
     path: Path = typer.Argument(..., help="A project root (a folder holding .lethe/)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: JsonOut = False,
 ) -> None:
     """Register a project root."""
     c = _cli()
@@ -68,18 +70,24 @@ def projects_add(
 
 
 @projects_app.command("remove")
-def projects_remove(slug_or_path: str = typer.Argument(..., help="The project's slug or root.")) -> None:
+def projects_remove(
+    slug_or_path: str = typer.Argument(..., help="The project's slug or root."),
+    json_out: JsonOut = False,
+) -> None:
     """Unregister a project (its files and index are left alone)."""
     c = _cli()
     with c._errors():
         from .registry import Registry
 
         p = Registry().remove(slug_or_path)
-        typer.echo(f"removed {p.slug} {p.root}")
+        if json_out:
+            c._print_json(p.as_dict() | {"removed": True})
+        else:
+            typer.echo(f"removed {p.slug} {p.root}")
 
 
 @projects_app.command("prune")
-def projects_prune(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def projects_prune(json_out: JsonOut = False) -> None:
     """Drop registered projects whose root (or its .lethe folder) no longer exists."""
     c = _cli()
     with c._errors():
@@ -196,13 +204,15 @@ def sql_command(
     all_projects: bool = typer.Option(False, "--all", help="Attach every registered project."),
     projects: Optional[str] = typer.Option(None, "--projects", help="Comma-separated slugs or roots to attach."),
     print_only: bool = typer.Option(False, "--print", help="Print the statements instead of opening a session."),
+    json_out: JsonOut = False,
 ) -> None:
     """Open an interactive DuckDB session with projects attached READ_ONLY and union views.
 
     Each project is attached under its slug (SELECT * FROM payments.lethe_memories works); the
     views all_projects(project, root), all_memories (entries without vectors) and all_entries
     (with embedding) union them with a project column. Without --all or --projects: this project.
-    SQL piped on standard input runs non-interactively."""
+    SQL piped on standard input runs non-interactively. With --json, query results print as JSON
+    (the duckdb client's -json mode), and --print prints {"projects": [...], "statements": [...]}."""
     c = _cli()
     with c._errors():
         import warnings
@@ -231,13 +241,16 @@ def sql_command(
             raise LetheError("no project could be attached")
         statements = session_statements(usable)
         if print_only:
-            typer.echo("\n".join(statements))
+            if json_out:
+                c._print_json({"projects": [p.slug for p in usable], "statements": statements})
+            else:
+                typer.echo("\n".join(statements))
             return
         exe = find_duckdb_cli()
         if exe is None:
             raise LetheError("the duckdb command-line client is not installed (pip install duckdb-cli==1.5.5), "
                              "or use --print and run the statements in any DuckDB 1.5 client")
-        rc = subprocess.call([exe, "-cmd", "\n".join(statements)])
+        rc = subprocess.call([exe, *(["-json"] if json_out else []), "-cmd", "\n".join(statements)])
         raise typer.Exit(rc)
 
 

@@ -142,8 +142,14 @@ def run(argv: list[str], command: str) -> int | None:
 
                 sys.stdin = io.StringIO(stdin)
             return None
-        sys.stderr.write("lethe: error: the lethe service stopped while it ran this command; "
-                         "check with `lethe list` whether it took effect\n")
+        message = ("the lethe service stopped while it ran this command; "
+                   "check with `lethe list` whether it took effect")
+        from .errors import asked_for_json, error_object
+
+        if asked_for_json(argv):
+            sys.stdout.write(json.dumps(error_object(message, "service_stopped"), indent=2) + "\n")
+        else:
+            sys.stderr.write(f"lethe: error: {message}\n")
         return 1
     if reply.get("stale"):
         return None

@@ -24,6 +24,7 @@ from typing import Optional
 
 import typer
 
+from .cli_output import JsonOut
 from .errors import LetheError, UsageError
 from .settings import check_value, flatten, read_config
 
@@ -238,7 +239,7 @@ def _show(v) -> str:
 
 
 @config_app.command("list")
-def config_list(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def config_list(json_out: JsonOut = False) -> None:
     """Every key: its value, where the value comes from, and what it does."""
     from . import cli
 
@@ -255,7 +256,7 @@ def config_list(json_out: bool = typer.Option(False, "--json", help="Print JSON.
 @config_app.command("get")
 def config_get(
     key: str = typer.Argument(..., help="A key (see `lethe config list`)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON: value and source."),
+    json_out: JsonOut = False,
 ) -> None:
     """Print the value in effect for KEY (environment, else config.toml, else the default)."""
     from . import cli
@@ -274,6 +275,7 @@ def config_set(
     key: str = typer.Argument(..., help="A key (see `lethe config list`)."),
     value: str = typer.Argument(..., help="Its value; 'default' removes it from the file (so does 'none' for "
                                 "rerank_threshold and the model paths)."),
+    json_out: JsonOut = False,
 ) -> None:
     """Write KEY = VALUE into .lethe/config.toml (checked against the key's type)."""
     from . import cli
@@ -285,17 +287,33 @@ def config_set(
         v: Optional[object] = None if unset else parse_value(key, value)
         root = _root()
         path = set_value(root, key, v)
-        typer.echo(f"{key} = {_show(v)} in {path}" if v is not None else f"{key} removed from {path} (default applies)")
-        if env_name(key) in os.environ:
-            cli._err(f"warning: {env_name(key)} is set in the environment and overrides the file")
+        _report_change(key, v, path, json_out)
+
+
+def _report_change(key: str, value, path: Path, json_out: bool) -> None:
+    """What ``config set`` / ``config unset`` say: the change, and an environment variable that overrides it."""
+    from . import cli
+
+    overridden = env_name(key) in os.environ
+    if json_out:
+        cli._print_json({"key": key, "value": value, "removed": value is None, "path": str(path),
+                         "overridden_by": env_name(key) if overridden else None})
+    else:
+        typer.echo(f"{key} = {_show(value)} in {path}" if value is not None
+                   else f"{key} removed from {path} (default applies)")
+    if overridden:
+        cli._err(f"warning: {env_name(key)} is set in the environment and overrides the file")
 
 
 @config_app.command("unset")
-def config_unset(key: str = typer.Argument(..., help="A key (see `lethe config list`).")) -> None:
+def config_unset(
+    key: str = typer.Argument(..., help="A key (see `lethe config list`)."),
+    json_out: JsonOut = False,
+) -> None:
     """Remove KEY from .lethe/config.toml: its default (or environment) value applies."""
     from . import cli
 
     with cli._errors():
         check_key(key)
         path = set_value(_root(), key, None)
-        typer.echo(f"{key} removed from {path} (default applies)")
+        _report_change(key, None, path, json_out)

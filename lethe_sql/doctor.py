@@ -25,6 +25,8 @@ from pathlib import Path
 
 import typer
 
+from .cli_output import JsonOut
+
 #: How long the project check waits for a database another process is writing.
 LOCK_TIMEOUT_S = 2.0
 
@@ -322,7 +324,7 @@ def failed(checks: list[Check]) -> list[Check]:
     return [c for c in checks if c.status == "fail"]
 
 
-def doctor_command(json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON.")) -> None:
+def doctor_command(json_out: JsonOut = False) -> None:
     """Check the installation: lethe on PATH, the models, this project's index, the Claude Code
     plugin and the Codex config; each problem comes with the command that fixes it. Exit
     status 1 when something lethe needs is missing (optional things are warnings)."""

@@ -1,12 +1,25 @@
-"""Errors that carry a one-line message fit to show a user as is."""
+"""Errors that carry a one-line message fit to show a user as is, and the JSON shape every
+``lethe ... --json`` command gives an error (``error_object``; printed by ``cli_output``)."""
 
 from __future__ import annotations
+
+import re
 
 
 class LetheError(Exception):
     """Base class: every CLI error is one of these, printed as one line."""
 
     exit_code = 1
+
+    @property
+    def kind(self) -> str:
+        """What went wrong, for scripts (``lethe ... --json``): the class name in snake case
+        without ``Error``: ``usage``, ``not_a_project``, ``database_locked``, ``model_missing``;
+        ``error`` for a LetheError itself."""
+        name = type(self).__name__
+        if name == "LetheError":
+            return "error"
+        return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name.removesuffix("Error") or name).lower()
 
 
 class UsageError(LetheError):
@@ -33,3 +46,14 @@ class MigrationError(LetheError):
 
 class NotAProject(LetheError):
     """No ``.lethe`` folder where one was expected."""
+
+
+def error_object(message: str, kind: str) -> dict:
+    """What a command run with ``--json`` prints on stdout when it fails (and nothing else)."""
+    return {"error": {"message": message, "kind": kind}}
+
+
+def asked_for_json(args) -> bool:
+    """Whether a command line holds ``--json`` as an option (not after ``--``)."""
+    args = list(args)
+    return "--json" in (args[: args.index("--")] if "--" in args else args)

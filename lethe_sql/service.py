@@ -187,7 +187,7 @@ class Service:
                 self.log(f"lethe {client.command_of(req.get('argv') or [])} -> {box['reply']['code']} "
                          f"in {(time.monotonic() - t0) * 1000:.0f} ms")
             except BaseException as exc:  # noqa: BLE001 - never lose the worker
-                box["reply"] = {"stdout": "", "stderr": f"lethe: error: {exc}\n", "code": 1}
+                box["reply"] = crash_reply(req.get("argv") or [], exc)
                 self.log(traceback.format_exc())
             finally:
                 if box.get("reply", {}).get("code"):
@@ -269,8 +269,10 @@ class Service:
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception as exc:  # noqa: BLE001
+            crash = crash_reply(req.get("argv") or [], exc)
             code = 1
-            err.write(f"lethe: error: {exc}\n")
+            out.write(crash["stdout"])
+            err.write(crash["stderr"])
             self.log(traceback.format_exc())
         finally:
             sys.stdin, sys.stdout, sys.stderr = saved_io
@@ -279,6 +281,16 @@ class Service:
             with contextlib.suppress(OSError):
                 os.chdir(saved_cwd)
         return {"stdout": out.getvalue(), "stderr": err.getvalue(), "code": code}
+
+
+def crash_reply(argv: list, exc: BaseException) -> dict:
+    """The reply for a command that raised what the CLI does not turn into a message: its
+    text as lethe's one error line, or as the JSON error when the command line asked for --json."""
+    from .errors import asked_for_json, error_object
+
+    if asked_for_json(argv):
+        return {"stdout": json.dumps(error_object(str(exc), "error"), indent=2) + "\n", "stderr": "", "code": 1}
+    return {"stdout": "", "stderr": f"lethe: error: {exc}\n", "code": 1}
 
 
 class _Kept:

@@ -86,6 +86,8 @@ def test_error_line_rules():
     assert soak.error_line("index", 0, "", "lethe: warning: something\n", 120) is None
     assert soak.error_line("search", 0, "[]", "", 120) is None
     assert soak.error_line("search", 0, "no memories found", "", 120) == "search output is not a JSON list"
+    said = json.dumps({"error": {"message": "it is locked", "kind": "database_locked"}})  # `search --json` failing
+    assert soak.error_line("search", 1, said, "", 120) == "lethe: error: it is locked"
     assert soak.error_line("search", 2, "", "Traceback (most recent call last):\n  ...\nValueError: boom\n", 120) == "ValueError: boom"
     assert soak.error_line("hook", 0, "", "lethe: hook: recorded turn 3 of s in .lethe/memory/x.md\n", 120) is None
     assert soak.error_line("hook", 0, "", "lethe: hook: turn 3 of s was already recorded\n", 120) is None

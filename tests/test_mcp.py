@@ -12,11 +12,11 @@ mcp = pytest.importorskip("mcp")
 
 
 def _data(result):
-    assert not result.is_error if hasattr(result, "is_error") else not result.isError, result
-    sc = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
-    if sc is not None:
-        return sc.get("result", sc) if isinstance(sc, dict) else sc
-    return json.loads(result.content[0].text)
+    """The structured result of a tool call (every tool has an output schema); its text
+    content is the same object as JSON."""
+    assert not result.is_error, result
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
 
 
 def test_mcp_tools_over_a_client_session(project, embedder, tmp_path, monkeypatch):
@@ -44,14 +44,14 @@ def test_mcp_tools_over_a_client_session(project, embedder, tmp_path, monkeypatc
             added = _data(await client.call_tool(
                 "add_memory", {"text": "Release tags are signed with key sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFF0000"}))
             assert added["redacted"] == 1
-            hits = _data(await client.call_tool("search_memories", {"query": "which runner builds nightly"}))
+            hits = _data(await client.call_tool("search_memories", {"query": "which runner builds nightly"}))["results"]
             assert "arm64" in hits[0]["content"]
-            full = _data(await client.call_tool("get_memory", {"ids": [added["id"][:8]]}))
+            full = _data(await client.call_tool("get_memory", {"ids": [added["id"][:8]]}))["memories"]
             assert full[0]["id"] == added["id"] and "[REDACTED:anthropic-key]" in full[0]["content"]
             bad = await client.call_tool("get_memory", {"ids": ["ffffffffffff"]})
             assert (getattr(bad, "is_error", None) or getattr(bad, "isError", None)) is True
-            assert "no memory with id ffffffffffff" in bad.content[0].text
-            assert _data(await client.call_tool("list_projects", {})) == []
+            assert bad.content[0].text == "no memory with id ffffffffffff"
+            assert _data(await client.call_tool("list_projects", {})) == {"projects": []}
 
             # memory that stays true: revisions, list, forget and undo
             old = _data(await client.call_tool("add_memory", {"text": "Staging Postgres listens on port 5433."}))
@@ -60,15 +60,17 @@ def test_mcp_tools_over_a_client_session(project, embedder, tmp_path, monkeypatc
             new = _data(await client.call_tool(
                 "add_memory", {"text": "Staging Postgres moved to port 5434.", "supersedes": [old["id"][:8]]}))
             assert new["status"] == "revises" and new["revises"] == [old["id"]]
-            hits = _data(await client.call_tool("search_memories", {"query": "which port does staging postgres use"}))
+            hits = _data(await client.call_tool(
+                "search_memories", {"query": "which port does staging postgres use"}))["results"]
             assert hits[0]["id"] == new["id"] and hits[1]["superseded_by"] == [new["id"]]
-            listed = _data(await client.call_tool("list_memories", {"limit": 2}))
+            listed = _data(await client.call_tool("list_memories", {"limit": 2}))["memories"]
             assert [m["id"] for m in listed] == [new["id"], old["id"]]
             dry = _data(await client.call_tool("forget_memory", {"ids": [new["id"]], "dry_run": True}))
             assert dry["dry_run"] is True and dry["ids"] == [new["id"]]
             gone = _data(await client.call_tool("forget_memory", {"ids": [new["id"]]}))
             assert gone["ids"] == [new["id"]]
-            hits = _data(await client.call_tool("search_memories", {"query": "which port does staging postgres use"}))
+            hits = _data(await client.call_tool(
+                "search_memories", {"query": "which port does staging postgres use"}))["results"]
             assert new["id"] not in [h["id"] for h in hits]
             back = _data(await client.call_tool("undo_forget", {}))
             assert back["ids"] == [new["id"]]

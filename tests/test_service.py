@@ -66,6 +66,9 @@ def test_commands_run_in_the_service_as_in_their_own_process(service, tmp_path):
     bad = run([*r, "search", "   "], env, check=False)
     assert bad.returncode == 2 and bad.stderr.startswith("lethe: error: the query is empty")
     assert served(log, "search") == 2
+    bad = run([*r, "search", "   ", "--json"], env, check=False)  # under --json: the JSON error on stdout
+    assert (bad.returncode, bad.stderr) == (2, "") and served(log, "search") == 3
+    assert json.loads(bad.stdout) == {"error": {"message": "the query is empty (or only whitespace)", "kind": "usage"}}
     # between commands the service holds no database: a plain client can write it
     con = duckdb.connect(str(root / ".lethe" / "index" / "lethe.duckdb"))
     assert con.execute("SELECT count(*) FROM entries").fetchone()[0] == 1

@@ -1,0 +1,100 @@
+"""How every ``lethe`` command prints: its data, its errors, and ``--json``.
+
+The one place that declares the ``--json`` option (``JsonOut``, the same help everywhere),
+prints JSON (``print_json``) and turns a ``LetheError`` into what the user sees
+(``errors``): one line ``lethe: error: MESSAGE`` on stderr, or, when the command line
+asked for ``--json``, one JSON document on stdout::
+
+    {"error": {"message": "MESSAGE", "kind": "not_a_project"}}
+
+with the same exit status (2 for a usage error, 1 otherwise). A command line click cannot
+parse (an unknown option, a value out of range) is answered the same way under ``--json``
+(kind ``usage``, status 2): see ``LetheGroup``.
+
+Standard library and typer only: every command imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+from typer.core import TyperGroup
+
+from .errors import LetheError, asked_for_json, error_object
+
+try:  # typer 0.2x parses with its own copy of click: its errors derive from TyperException
+    from typer import TyperException as _ParseError
+except ImportError:  # pragma: no cover - older typer, on click
+    from click import ClickException as _ParseError
+
+JSON_HELP = ('Print the result as JSON on stdout; an error then is JSON too: '
+             '{"error": {"message": ..., "kind": ...}}.')
+
+#: the ``--json`` option of every command that prints data: ``json_out: JsonOut = False``
+JsonOut = Annotated[bool, typer.Option("--json", help=JSON_HELP, show_default=False)]
+
+#: whether the command line running now asked for ``--json``; set by ``LetheGroup`` before it
+#: parses anything (a process, or the service, runs one command line at a time)
+_asked = {"json": False}
+
+
+def wants_json() -> bool:
+    """Whether the command running now was asked for ``--json``."""
+    return _asked["json"]
+
+
+def print_json(obj) -> None:
+    typer.echo(json.dumps(obj, indent=2, default=str, ensure_ascii=False))
+
+
+def err(msg: str) -> None:
+    typer.echo(f"lethe: {msg}", err=True)
+
+
+def report_error(message: str, kind: str) -> None:
+    """Say an error the way the command line asked: JSON on stdout, else one line on stderr."""
+    if wants_json():
+        print_json(error_object(message, kind))
+    else:
+        err(f"error: {message}")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+    err(f"warning: {message}")
+
+
+@contextmanager
+def errors():
+    """Turn LetheErrors into one clean line (or the JSON error) and the right exit status."""
+    warnings.showwarning = _show_warning
+    try:
+        yield
+    except LetheError as exc:
+        report_error(str(exc), exc.kind)
+        raise typer.Exit(exc.exit_code) from None
+
+
+class LetheGroup(TyperGroup):
+    """The ``lethe`` command group: notes whether the command line asked for ``--json`` before
+    anything is parsed, so that an error raised while parsing the rest (an unknown option, a
+    value out of range, a missing argument) is JSON too."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        _asked["json"] = asked_for_json(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except _ParseError as exc:
+            if not wants_json():
+                raise
+            code = getattr(exc, "exit_code", 1)
+            print_json(error_object(exc.format_message(), "usage" if code == 2 else "error"))
+            sys.stdout.flush()
+            raise typer.Exit(code) from None
