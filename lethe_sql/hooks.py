@@ -1,4 +1,5 @@
-"""Agent hooks: what ``lethe hook session-start`` / ``stop`` / ``codex-notify`` do.
+"""Agent hooks: what ``lethe hook session-start`` / ``prompt`` / ``pre-compact`` / ``stop`` /
+``codex-notify`` do.
 
 Claude Code runs a hook command with a JSON payload on stdin (``session_id``,
 ``transcript_path``, ``cwd``, ``hook_event_name``); Codex runs its ``notify``
@@ -8,10 +9,19 @@ creates it on first use instead), and never fail the agent: problems go to stder
 and the exit status stays 0.
 
 * session start: creates today's memory file (``.lethe/memory/YYYY-MM-DD.md``) and
-  prints the most recent memories as additional context, at most
-  ``LETHE_CONTEXT_TOKENS`` tokens (default 600, about 4 characters a token);
-  nothing at all when the project has no memories yet. It reads the markdown
-  files, not the index, so it never waits for a database lock.
+  prints the most recent memories (daily files and mined transcripts, newest section
+  first) as additional context, at most ``start_tokens`` of the session's budget;
+  nothing at all when the project has no memories yet. It reads the markdown files,
+  not the index, so it never waits for a database lock.
+* prompt (UserPromptSubmit): a read-only search for the prompt (never the write lock,
+  learns nothing) whose results reach the agent only when their cosine with the prompt
+  is at least ``prompt_min_score``; never a superseded one, never one already given in
+  the session, at most ``prompt_tokens``; else nothing.
+* Both share one budget per session (``context_tokens``, about 4 characters a token)
+  and record what they gave in ``.lethe/index/sessions/<session>.json`` (``hookstate``).
+* pre-compact: appends the extractive summary of the session's last exchanges to today's
+  file under an anchor ``<!-- lethe session=ID compact-turn=N source=hook -->`` (once
+  per session and compaction), then reindexes in the background.
 * stop: appends a terse summary of the last exchange to today's file under a
   timestamped heading with an anchor ``<!-- lethe session=ID turn=N source=hook -->``
   (written once per session and turn), then reindexes in the background under a
@@ -37,7 +47,6 @@ from .mine import SUMMARY_MARKER, Exchange, read_transcript
 from .privacy import scrub
 
 NESTED_ENV = "LETHE_HOOK_NESTED"  # set for the `claude -p` child: its own hooks do nothing
-DEFAULT_CONTEXT_TOKENS = 600
 CHARS_PER_TOKEN = 4
 SUMMARY_TIMEOUT = 60.0  # seconds; LETHE_SUMMARY_TIMEOUT overrides it (read when a summary is asked for)
 
@@ -239,6 +248,10 @@ MIN_PROMPT_WORDS = 3
 MAX_QUERY_CHARS = 1000
 #: memories a prompt may get at most
 PROMPT_TOP_K = 3
+#: the judge of the prompt's search, and its pool (first stage and judged candidates):
+#: smaller than a search's (k_deep 100) to keep the hook fast (bench/results/hook-prompt)
+PROMPT_JUDGE = "late-interaction"
+PROMPT_POOL = 30
 #: the longest a prompt waits for an index that a writer holds (seconds); then it gets nothing
 PROMPT_LOCK_WAIT = 0.5
 PROMPT_HEADER = "Project memory that may bear on this prompt (lethe; full entry: `lethe expand ID`):\n"
@@ -270,13 +283,14 @@ def recall(root: Path, query: str, settings, *, top_k: int | None = None):
     ``PROMPT_LOCK_WAIT`` for a writer. Returns the search's results (``pipeline.Outcome``)."""
     from .store import MemoryStore
 
-    s = settings.with_(top_k=max(top_k or PROMPT_TOP_K, 1))
+    k = max(top_k or PROMPT_TOP_K, 1)
+    s = settings.with_(top_k=k, depth=max(PROMPT_POOL, k), k_shallow=max(PROMPT_POOL, k), k_deep=max(PROMPT_POOL, k))
     kept = KEPT_STORE(root) if KEPT_STORE is not None else None
     if kept is not None:  # the service holds this project open for writing: read through it
-        return kept.search_outcome(query, judge="late-interaction", learn=False, settings=s)
+        return kept.search_outcome(query, judge=PROMPT_JUDGE, learn=False, settings=s)
     with MemoryStore(root, read_only=True, create=False, settings=s) as store:
         store._lock.acquire(exclusive=False, timeout=PROMPT_LOCK_WAIT)
-        return store.search_outcome(query, judge="late-interaction", learn=False)
+        return store.search_outcome(query, judge=PROMPT_JUDGE, learn=False)
 
 
 def relevant(outcome, settings, stale: set[str]) -> list:

@@ -77,7 +77,7 @@ class Settings:
     context_tokens: int = 2000
     start_tokens: int = 600
     prompt_tokens: int = 300
-    prompt_min_score: float = 0.29
+    prompt_min_score: float = 0.3
 
     def with_(self, **kw) -> "Settings":
         return replace(self, **{k: v for k, v in kw.items() if v is not None})

@@ -319,3 +319,18 @@ def test_prompt_hook_waits_briefly_for_a_busy_index_then_gives_nothing(proj):
     finally:
         lock.release()
     assert "pg-stg-2" in context(ask(proj, DB_PROMPT, "busy"))
+
+
+def test_prompt_hook_reads_through_an_index_its_process_holds(proj, embedder, monkeypatch):
+    """In `lethe serve`, a project the service holds open (for writing) is read through
+    that store: a second connection there would wait for the service's own lock."""
+    from lethe_sql import MemoryStore, hooks
+
+    store = MemoryStore(proj, embedder=embedder)
+    store.con  # open for writing: the exclusive lock is held
+    try:
+        monkeypatch.setattr(hooks, "KEPT_STORE", lambda root: store if Path(root) == store.root else None)
+        assert "pg-stg-2" in context(ask(proj, DB_PROMPT, "k"))
+        assert store.con.execute("SELECT count(*) FROM query_log").fetchone()[0] == 0  # learned nothing
+    finally:
+        store.close()
