@@ -187,10 +187,33 @@ def _hook_recording(record, payload: str | None, wait: bool) -> None:
 
 @hook_app.command("session-start")
 def hook_session_start() -> None:
-    """Claude Code SessionStart: create today's memory file, print recent memories as context."""
+    """Claude Code SessionStart: create today's memory file, print recent memories (daily files and mined transcripts) as context."""
     from .hooks import session_start
 
     _hook(lambda: session_start(_payload(None)))
+
+
+@hook_app.command("prompt")
+def hook_prompt() -> None:
+    """Claude Code UserPromptSubmit: print the memories relevant to the prompt as context, or nothing.
+
+    Read-only search (never the write lock, learns nothing); only memories scoring at least
+    prompt_min_score, never superseded or forgotten ones, none twice in a session, within the
+    session's budget (context_tokens, shared with session-start; prompt_tokens a prompt).
+    Slash commands and very short prompts get nothing."""
+    from .hooks import prompt
+
+    _hook(lambda: prompt(_payload(None)))
+
+
+@hook_app.command("pre-compact")
+def hook_pre_compact(
+    wait: bool = typer.Option(False, "--wait", help="Reindex before returning instead of in the background."),
+) -> None:
+    """Claude Code PreCompact: record what the session was doing (its last exchanges) in today's file, then reindex."""
+    from .hooks import pre_compact
+
+    _hook_recording(pre_compact, None, wait)
 
 
 @hook_app.command("stop")

@@ -1,4 +1,5 @@
-"""Agent hooks: what ``lethe hook session-start`` / ``stop`` / ``codex-notify`` do.
+"""Agent hooks: what ``lethe hook session-start`` / ``prompt`` / ``pre-compact`` / ``stop`` /
+``codex-notify`` do.
 
 Claude Code runs a hook command with a JSON payload on stdin (``session_id``,
 ``transcript_path``, ``cwd``, ``hook_event_name``); Codex runs its ``notify``
@@ -8,10 +9,19 @@ creates it on first use instead), and never fail the agent: problems go to stder
 and the exit status stays 0.
 
 * session start: creates today's memory file (``.lethe/memory/YYYY-MM-DD.md``) and
-  prints the most recent memories as additional context, at most
-  ``LETHE_CONTEXT_TOKENS`` tokens (default 600, about 4 characters a token);
-  nothing at all when the project has no memories yet. It reads the markdown
-  files, not the index, so it never waits for a database lock.
+  prints the most recent memories (daily files and mined transcripts, newest section
+  first) as additional context, at most ``start_tokens`` of the session's budget;
+  nothing at all when the project has no memories yet. It reads the markdown files,
+  not the index, so it never waits for a database lock.
+* prompt (UserPromptSubmit): a read-only search for the prompt (never the write lock,
+  learns nothing) whose results reach the agent only when their cosine with the prompt
+  is at least ``prompt_min_score``; never a superseded one, never one already given in
+  the session, at most ``prompt_tokens``; else nothing.
+* Both share one budget per session (``context_tokens``, about 4 characters a token)
+  and record what they gave in ``.lethe/index/sessions/<session>.json`` (``hookstate``).
+* pre-compact: appends the extractive summary of the session's last exchanges to today's
+  file under an anchor ``<!-- lethe session=ID compact-turn=N source=hook -->`` (once
+  per session and compaction), then reindexes in the background.
 * stop: appends a terse summary of the last exchange to today's file under a
   timestamped heading with an anchor ``<!-- lethe session=ID turn=N source=hook -->``
   (written once per session and turn), then reindexes in the background under a
@@ -37,7 +47,6 @@ from .mine import SUMMARY_MARKER, Exchange, read_transcript
 from .privacy import scrub
 
 NESTED_ENV = "LETHE_HOOK_NESTED"  # set for the `claude -p` child: its own hooks do nothing
-DEFAULT_CONTEXT_TOKENS = 600
 CHARS_PER_TOKEN = 4
 SUMMARY_TIMEOUT = 60.0  # seconds; LETHE_SUMMARY_TIMEOUT overrides it (read when a summary is asked for)
 
@@ -83,60 +92,270 @@ def today_file(root: Path, now: datetime | None = None) -> Path:
 # -- session start ---------------------------------------------------------------------
 
 
-def recent_context(root: Path, budget_tokens: int) -> str:
-    """The newest memories (daily files, newest section first) within the budget; never a
-    superseded one (the index's list, ``revisions.read_sidecar``, and every
-    ``supersedes=`` marker in the files read) nor a forgotten one."""
+def context_budget(settings) -> tuple[int, int, int]:
+    """(whole session, session start, one prompt) in tokens: ``context_tokens``,
+    ``start_tokens`` and ``prompt_tokens`` (``settings.py``; the two parts never exceed
+    the whole)."""
+    total = settings.context_tokens
+    return total, min(settings.start_tokens, total), min(settings.prompt_tokens, total)
+
+
+def _memory_files(root: Path) -> list[tuple[datetime, Path, str]]:
+    """The files session start reads, as (latest date a section in it can carry, path,
+    name for the parser), latest first: the daily files ``YYYY-MM-DD.md`` (the end of
+    their day) and the mined transcripts ``transcripts/*.md`` (the file's mtime: a mined
+    exchange is written after it happened). Links that lead out of the folder are skipped."""
+    mem = root / ".lethe" / "memory"
+    base = mem.resolve()
+    out = []
+    for folder, prefix in ((mem, ""), (mem / "transcripts", "transcripts/")):
+        try:
+            names = sorted(p for p in folder.glob("*.md") if not p.name.startswith("."))
+        except OSError:
+            continue
+        for p in names:
+            if prefix == "" and not _DAILY.match(p.name):
+                continue
+            try:
+                if p.is_symlink() and not p.resolve(strict=True).is_relative_to(base):
+                    continue
+                bound = datetime.fromtimestamp(p.stat().st_mtime)
+            except (OSError, RuntimeError):
+                continue
+            if prefix == "":
+                try:
+                    bound = datetime.combine(datetime.strptime(p.stem, "%Y-%m-%d").date(), datetime.max.time())
+                except ValueError:
+                    pass
+            out.append((bound, p, prefix + p.name))
+    out.sort(key=lambda t: (t[0], t[2]), reverse=True)
+    return out
+
+
+def recent_memories(root: Path):
+    """The project's memories from the markdown files (daily files and mined transcripts),
+    newest section first by its date, as (date, chunk); never a superseded one (the
+    index's list, ``revisions.read_sidecar``, and every ``supersedes=`` marker in the
+    files read) nor a forgotten one. Files are read lazily, latest first, so a consumer
+    that stops early reads only the newest files."""
+    import heapq
+
     from .markdown import parse
     from .revisions import read_sidecar
 
-    mem = root / ".lethe" / "memory"
-    files = sorted((p for p in mem.glob("*.md") if _DAILY.match(p.name)), reverse=True)
-    budget = max(0, budget_tokens) * CHARS_PER_TOKEN
-    header = f'Recent project memory (lethe; more: `lethe search "..." --json`, full entry: `lethe expand ID`):\n'
-    lines: list[str] = []
-    used = len(header)
     stale = read_sidecar(root / ".lethe" / "index")
-    for f in files:  # newest first: a marker stands in a file as new as, or newer than, what it supersedes
+    short = [t for t in stale if len(t) < 16]
+    files = _memory_files(root)
+    heap: list = []
+    i = 0
+    while i < len(files) or heap:
+        # every section still unread is dated at most files[i]'s bound: what beats it may go out
+        while heap and (i >= len(files) or -heap[0][0] >= files[i][0].timestamp()):
+            _, _, when, c = heapq.heappop(heap)
+            if c.id in stale or any(c.id.startswith(t) for t in short):
+                continue
+            yield when, c
+        if i >= len(files):
+            break
+        bound, f, name = files[i]
+        i += 1
         try:
-            chunks = parse(f.read_text(encoding="utf-8", errors="replace"), f.name)
+            chunks = parse(f.read_text(encoding="utf-8", errors="replace"), name)
         except OSError:
             continue
+        # a marker stands in a file as new as, or newer than, what it supersedes: read before it goes out
         stale.update(t for c in chunks for t in c.marks.supersedes)
-        for c in reversed(chunks):
-            if c.id in stale or any(c.id.startswith(t) for t in stale if len(t) < 16):
-                continue
-            when = f"{c.created_at:%Y-%m-%d %H:%M}" if c.created_at else f.stem
-            body = " ".join(c.text.split())
-            room = budget - used - len(when) - 30
-            if room < 40:
-                return header + "\n".join(lines) if lines else ""
-            if len(body) > min(room, 400):
-                body = body[: min(room, 400) - 1].rstrip() + "…"
-            line = f"- [{when}] {body} (id {c.id})"
-            lines.append(line)
-            used += len(line) + 1
-    return header + "\n".join(lines) if lines else ""
+        short = [t for t in stale if len(t) < 16]
+        for pos, c in enumerate(chunks):
+            when = c.created_at or bound
+            # newest first; within one date, the newer file, then later in its file, first
+            heapq.heappush(heap, (-when.timestamp(), (i, -pos), when, c))
+
+
+def _line(when: datetime | None, text: str, ident: str, room: int, cap: int = 400) -> str | None:
+    """``- [when] text (id ID)`` in at most ``room`` characters (the text cut to ``cap``), or None."""
+    stamp = f"{when:%Y-%m-%d %H:%M}" if when else "?"
+    body = " ".join(text.split())
+    fit = min(room - len(stamp) - len(ident) - 12, cap)
+    if fit < 40:
+        return None
+    if len(body) > fit:
+        body = body[: fit - 1].rstrip() + "…"
+    return f"- [{stamp}] {body} (id {ident})"
+
+
+START_HEADER = "Recent project memory (lethe; more: `lethe search \"...\" --json`, full entry: `lethe expand ID`):\n"
+
+
+def recent_context(root: Path, budget_tokens: int, skip: set[str] | frozenset = frozenset()) -> tuple[str, list[str]]:
+    """The newest memories (``recent_memories``) within ``budget_tokens`` (about 4
+    characters a token), leaving out the ids in ``skip``; (context, ids given), or
+    ("", []) when nothing fits."""
+    budget = max(0, budget_tokens) * CHARS_PER_TOKEN
+    lines: list[str] = []
+    ids: list[str] = []
+    used = len(START_HEADER)
+    for when, c in recent_memories(root):
+        if c.id in skip or c.id in ids:
+            continue
+        line = _line(when, c.text, c.id, budget - used)
+        if line is None:
+            break
+        lines.append(line)
+        ids.append(c.id)
+        used += len(line) + 1
+    return (START_HEADER + "\n".join(lines), ids) if lines else ("", [])
+
+
+def _settings(root: Path):
+    from .settings import load_settings
+
+    return load_settings(root)
 
 
 def session_start(payload: dict) -> str:
-    """Hook output (JSON for Claude Code) or '' when there is nothing to say."""
+    """Hook output (JSON for Claude Code) or '' when there is nothing to say. What it
+    injects is recorded in the session's record (``hookstate``), which starts over when
+    the session was cleared or compacted (``source``)."""
+    from .hookstate import session_state, tokens
+
     if os.environ.get(NESTED_ENV):
         return ""
     root = project_root(payload.get("cwd"))
     if root is None:
         return ""
     today_file(root)
-    try:
-        budget = int(os.environ.get("LETHE_CONTEXT_TOKENS", DEFAULT_CONTEXT_TOKENS))
-    except ValueError:
-        _warn("LETHE_CONTEXT_TOKENS is not a number; using the default")
-        budget = DEFAULT_CONTEXT_TOKENS
-    ctx = recent_context(root, budget)
+    total, start, _ = context_budget(_settings(root))
+    session = payload.get("session_id")
+    reset = payload.get("source") in ("clear", "compact")
+    with session_state(root, session, reset=reset) as st:
+        ctx, ids = recent_context(root, min(start, total - st.tokens), st.injected)
+        if ctx:
+            st.add(ids, tokens(ctx))
     if not ctx:
         return ""
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ctx}}, ensure_ascii=False
+    )
+
+
+# -- prompt ------------------------------------------------------------------------------
+
+#: prompts shorter than this (characters, or words) get nothing: "yes", "go on", "thanks"
+MIN_PROMPT_CHARS = 12
+MIN_PROMPT_WORDS = 3
+#: what of a long prompt is searched for (the embedder reads 256 tokens at most)
+MAX_QUERY_CHARS = 1000
+#: memories a prompt may get at most
+PROMPT_TOP_K = 3
+#: the judge of the prompt's search, and its pool (first stage and judged candidates):
+#: smaller than a search's (k_deep 100) to keep the hook fast (bench/results/hook-prompt)
+PROMPT_JUDGE = "late-interaction"
+PROMPT_POOL = 30
+#: the longest a prompt waits for an index that a writer holds (seconds); then it gets nothing
+PROMPT_LOCK_WAIT = 0.5
+PROMPT_HEADER = "Project memory that may bear on this prompt (lethe; full entry: `lethe expand ID`):\n"
+
+#: set by ``lethe serve``: root -> the store it holds open for that project, or None
+KEPT_STORE = None
+
+
+def prompt_query(prompt: str) -> str | None:
+    """What a prompt searches for, or None when it gets nothing (a slash command, a
+    prompt too short to say what it is about)."""
+    text = (prompt or "").strip()
+    if text.startswith("/") or len(text) < MIN_PROMPT_CHARS or len(text.split(None, MIN_PROMPT_WORDS)) < MIN_PROMPT_WORDS:
+        return None
+    return text[:MAX_QUERY_CHARS]
+
+
+def prompt_score(c) -> float:
+    """The score a memory must reach (``Settings.prompt_min_score``) for a prompt to get
+    it: the cosine of the prompt's and the memory's sentence vectors. Unlike the final
+    score (z-scored over the pool, so every search has a "best" memory), it says how
+    close the memory is in absolute terms (bench/results/hook-prompt)."""
+    return float(c.dense_score) if c.dense_score is not None else float("-inf")
+
+
+def recall(root: Path, query: str, settings, *, top_k: int | None = None):
+    """The search of the prompt hook: read-only (never the write lock), learns nothing,
+    the late-interaction judge (the cross-encoder costs about 350 ms), waiting at most
+    ``PROMPT_LOCK_WAIT`` for a writer. Returns the search's results (``pipeline.Outcome``)."""
+    from .store import MemoryStore
+
+    k = max(top_k or PROMPT_TOP_K, 1)
+    s = settings.with_(top_k=k, depth=max(PROMPT_POOL, k), k_shallow=max(PROMPT_POOL, k), k_deep=max(PROMPT_POOL, k))
+    kept = KEPT_STORE(root) if KEPT_STORE is not None else None
+    if kept is not None:  # the service holds this project open for writing: read through it
+        return kept.search_outcome(query, judge=PROMPT_JUDGE, learn=False, settings=s)
+    with MemoryStore(root, read_only=True, create=False, settings=s) as store:
+        store._lock.acquire(exclusive=False, timeout=PROMPT_LOCK_WAIT)
+        return store.search_outcome(query, judge=PROMPT_JUDGE, learn=False)
+
+
+def relevant(outcome, settings, stale: set[str]) -> list:
+    """The results a prompt may get: current (nothing supersedes them), at or above the
+    abstain threshold, best first."""
+    return [c for c in outcome.results
+            if c.superseded is None and c.id not in stale and prompt_score(c) >= settings.prompt_min_score]
+
+
+def prompt_context(hits: list, seen: set[str], budget_tokens: int) -> tuple[str, list[str]]:
+    """The prompt hook's context: ``hits`` (best first) not in ``seen``, as many as fit in
+    ``budget_tokens``; (context, ids given), or ("", [])."""
+    room = max(0, budget_tokens) * CHARS_PER_TOKEN
+    used = len(PROMPT_HEADER)
+    lines, ids = [], []
+    for c in hits:
+        if c.id in seen or c.id in ids:
+            continue
+        line = _line(c.created_at, c.text, c.id, room - used, cap=600)
+        if line is None:
+            break
+        lines.append(line)
+        ids.append(c.id)
+        used += len(line) + 1
+    return (PROMPT_HEADER + "\n".join(lines), ids) if lines else ("", [])
+
+
+def prompt(payload: dict) -> str:
+    """Claude Code UserPromptSubmit: the memories relevant to the prompt as additional
+    context (JSON), or '' (nothing relevant, nothing new, budget spent, no index)."""
+    from .errors import DatabaseLocked, NotAProject
+    from .hookstate import session_state, tokens
+    from .revisions import read_sidecar
+
+    if os.environ.get(NESTED_ENV):
+        return ""
+    query = prompt_query(str(payload.get("prompt") or ""))
+    if query is None:
+        return ""
+    root = project_root(payload.get("cwd"))
+    if root is None or not (root / ".lethe" / "index" / "lethe.duckdb").exists():
+        return ""
+    settings = _settings(root)
+    total, _, per_prompt = context_budget(settings)
+    session = payload.get("session_id")
+    with session_state(root, session) as st:
+        if min(per_prompt, total - st.tokens) * CHARS_PER_TOKEN < len(PROMPT_HEADER) + 60:
+            return ""  # the session's budget is spent: no search at all
+    try:
+        out = recall(root, query, settings)
+    except DatabaseLocked:
+        _warn("the index is busy (being written): no memories for this prompt")
+        return ""
+    except NotAProject:
+        return ""
+    hits = relevant(out, settings, read_sidecar(root / ".lethe" / "index"))
+    if not hits:
+        return ""
+    with session_state(root, session) as st:
+        ctx, ids = prompt_context(hits, st.injected, min(per_prompt, total - st.tokens))
+        if not ctx:
+            return ""
+        st.add(ids, tokens(ctx))
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ctx}}, ensure_ascii=False
     )
 
 
@@ -246,6 +465,66 @@ def stop(payload: dict, *, wait: bool = False) -> str:
         return f"turn {ex.turn} of {session} was already recorded"
     reindex(root, wait=wait)
     return f"recorded turn {ex.turn} of {session} in {written.relative_to(root).as_posix()}"
+
+
+def compaction_section(session: str, turn: int, exchanges: list[Exchange], when: datetime, trigger: str,
+                       instructions: str = "", agent: str = "claude") -> str:
+    """What the session was doing before its context was compacted: the extractive summary
+    of each of its last exchanges, scrubbed, under an anchor written once per session and
+    compaction (``compact-turn``: the last exchange before it)."""
+    from .mine import _SAFE, _safe_body
+
+    parts = [f"Before the context was compacted ({_SAFE.sub('-', trigger or 'auto')}), the last "
+             f"{len(exchanges)} exchange(s):"]
+    per = max(200, 1400 // max(1, len(exchanges)))
+    for ex in exchanges:
+        parts.append(f"- turn {ex.turn}. " + extractive_summary(ex, max_chars=per).replace("\n", "\n  "))
+    note = " ".join((instructions or "").split())
+    if note:
+        parts.append(f"Compaction asked to keep: {note[:300]}")
+    body = _safe_body(scrub("\n".join(parts)).text.strip())
+    return (
+        f"## {when:%Y-%m-%d %H:%M:%S} {agent} before compaction\n"
+        f"<!-- lethe session={_SAFE.sub('-', session)} compact-turn={turn} source=hook -->\n\n{body}\n"
+    )
+
+
+#: how many of the last exchanges the pre-compact hook summarises
+COMPACT_EXCHANGES = 3
+
+
+def pre_compact(payload: dict, *, wait: bool = False) -> str:
+    """Claude Code PreCompact: record what the session was doing (its last exchanges,
+    extractive: the agent waits for compaction) in today's file once per session and
+    compaction, then reindex in the background; returns a status line."""
+    from .mine import _SAFE
+    from .store import append_section
+
+    if os.environ.get(NESTED_ENV):
+        return "nested session: nothing recorded"
+    root = project_root(payload.get("cwd"))
+    if root is None:
+        return "no .lethe folder here: nothing recorded (run `lethe init`)"
+    tp = payload.get("transcript_path")
+    if not tp or not Path(tp).expanduser().is_file():
+        return "no transcript: nothing recorded"
+    t = read_transcript(Path(tp).expanduser())
+    if t is None or not t.exchanges:
+        return "no exchange in the transcript yet: nothing recorded"
+    last = t.exchanges[-COMPACT_EXCHANGES:]
+    turn = last[-1].turn
+    session = str(payload.get("session_id") or t.session)
+    now = datetime.now()
+    path = today_file(root, now)
+    anchor = f"<!-- lethe session={_SAFE.sub('-', session)} compact-turn={turn} "
+    if anchor in path.read_text(encoding="utf-8", errors="replace"):
+        return f"the compaction after turn {turn} of {session} was already recorded"
+    section = compaction_section(session, turn, last, now, str(payload.get("trigger") or "auto"),
+                                 str(payload.get("custom_instructions") or ""))
+    if not append_section(root / ".lethe" / "memory", path, section, unless=anchor):
+        return f"the compaction after turn {turn} of {session} was already recorded"
+    reindex(root, wait=wait)
+    return f"recorded the work before compaction (turn {turn} of {session}) in {path.relative_to(root).as_posix()}"
 
 
 def codex_notify(payload: dict, *, wait: bool = False) -> str:

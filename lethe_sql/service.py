@@ -100,6 +100,7 @@ class Service:
         from . import cli, hooks
 
         hooks.BACKGROUND = self.schedule_index  # the hooks' reindex runs here, after the reply
+        hooks.KEPT_STORE = self.kept  # the prompt hook reads through an index this process holds
         cli.STORES = self.store
 
     def serve(self) -> int:
@@ -226,6 +227,10 @@ class Service:
                 self.held_since = time.monotonic()
         kept.settings = load_settings(root)  # this request's environment
         return _Kept(kept)
+
+    def kept(self, root: Path):
+        """The store this process holds open for ``root`` (between back-to-back commands), or None."""
+        return self.stores.get(Path(root).expanduser().resolve())
 
     def release_if_idle(self, force: bool = False) -> None:
         """Close the kept stores when nothing waits, or when they were held long enough."""

@@ -69,6 +69,15 @@ class Settings:
     # older one, and rank the current version first for questions about the present.
     # Declared links (supersedes= markers) are kept either way.
     revisions: bool = True
+    # Agent hooks (lethe_sql/hooks.py): what one agent session may be given as context.
+    # context_tokens is the whole session's budget, shared by the session-start hook (at
+    # most start_tokens of it) and the prompt hook (at most prompt_tokens a prompt); about
+    # 4 characters a token. A prompt gets memories only when their score (the cosine of
+    # the prompt and the memory, bench/results/hook-prompt) is at least prompt_min_score.
+    context_tokens: int = 2000
+    start_tokens: int = 600
+    prompt_tokens: int = 300
+    prompt_min_score: float = 0.3
 
     def with_(self, **kw) -> "Settings":
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -83,6 +92,7 @@ MAX_COUNT = 1000
 CHOICES = {"judge": ("auto", "cross-encoder", "late-interaction", "none"), "fusion": ("z", "rrf")}
 #: int settings: (least, most)
 INT_RANGES = {k: (1, MAX_COUNT) for k in ("top_k", "depth", "k_shallow", "k_deep", "n_clusters")}
+INT_RANGES.update({k: (0, 100_000) for k in ("context_tokens", "start_tokens", "prompt_tokens")})
 _WANT = {"bool": "true or false", "int": "an integer", "float": "a number", "float|None": "a number"}
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 

@@ -126,3 +126,29 @@ def test_a_command_that_finds_no_service_runs_here_and_starts_one(tmp_path, cli_
     finally:
         stop = json.loads(run(["serve", "--stop", "--json"], env).stdout)
     assert stop["stopped"] is True
+
+
+def test_the_prompt_hook_runs_in_the_service_as_cold(service, tmp_path):
+    env, _, log = service
+    root = tmp_path / "p"
+    run(["--root", str(root), "init"], env)
+    run(["--root", str(root), "add", "The staging Postgres is pg-stg-2 on pgbouncer port 6543."], env)
+    run(["--root", str(root), "add", "Releases are cut every second Tuesday."], env)
+
+    def hook(session, e):
+        payload = json.dumps({"session_id": session, "transcript_path": "", "cwd": str(root),
+                              "hook_event_name": "UserPromptSubmit",
+                              "prompt": "Which host and port does the staging Postgres database use?"})
+        p = subprocess.run([LETHE, "hook", "prompt"], env=e, cwd=root, input=payload, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0 and p.stderr == ""
+        return json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"]
+
+    warm = hook("w", env)
+    assert served(log, "hook") == 1 and "pg-stg-2" in warm and "Tuesday" not in warm
+    assert hook("c", dict(env, LETHE_SERVE="0")) == warm
+    # the same session again, through the service: nothing new to give
+    p = subprocess.run([LETHE, "hook", "prompt"], env=env, cwd=root, capture_output=True, text=True, timeout=300,
+                       input=json.dumps({"session_id": "w", "cwd": str(root), "hook_event_name": "UserPromptSubmit",
+                                         "prompt": "Which host and port does the staging Postgres database use?"}))
+    assert p.returncode == 0 and p.stdout == "" and served(log, "hook") == 2
