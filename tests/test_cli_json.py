@@ -15,7 +15,7 @@ from lethe_sql.cli_output import JSON_HELP
 
 #: commands that print no data of their own: an MCP server (JSON-RPC on stdio), the hooks
 #: (they print what the agent reads, never fail), the terminal UI
-NO_JSON = {"mcp", "tui", "hook session-start", "hook stop", "hook codex-notify", "hook reindex"}
+NO_JSON = {"mcp", "tui", "hook session-start", "hook stop", "hook codex-notify", "hook reindex", "hook prompt", "hook pre-compact"}  # hooks print what the agent reads
 
 
 def _commands(cmd, prefix=""):

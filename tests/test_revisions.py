@@ -214,10 +214,10 @@ def test_session_start_never_injects_a_superseded_memory(project):
     write(project.memory_dir / "2026-03-09.md", f"## 10:30 db port\n{NEW}\n## 11:00 declared\n"
           f"<!-- lethe supersedes={id_of('Lunch is at noon.')} -->\nLunch is at one now.\n")
     write(project.memory_dir / "2026-03-02.md", "## 12:00 lunch\nLunch is at noon.\n")
-    ctx = recent_context(project.root, 600)
+    ctx, _ = recent_context(project.root, 600)
     assert "5433" in ctx and "noon" not in ctx    # nothing indexed yet: the markers are known already
     project.index()
-    ctx = recent_context(project.root, 600)
+    ctx, _ = recent_context(project.root, 600)
     assert "5434" in ctx and "5433" not in ctx and "noon" not in ctx and "at one now" in ctx
 
 
