@@ -32,6 +32,8 @@ Rules:
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import re
 from dataclasses import dataclass
@@ -242,12 +244,46 @@ def _normalise(markdown: str) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def _section_parts(heading: str | None, block: str, fdate):
+    """``_parts``, remembered for sections of up to ``_REMEMBER_CHARS`` (so the memo stays
+    a few megabytes however big the files are)."""
+    return (_parts_remembered if len(block) <= _REMEMBER_CHARS else _parts)(heading, block, fdate)
+
+
+_REMEMBER_CHARS = 8192
+
+
+def _parts(heading: str | None, block: str, fdate):
+    """What one section's lines hold, secrets redacted: (heading, content, indexed text,
+    id, time, secrets redacted, marks), or None for a section with nothing to index.
+    A pure function of its arguments, remembered: a file that grows by one section is
+    parsed again whole (by ``lethe add``'s retry check and by the index), and the
+    redaction's regexes over its unchanged sections were most of an add's time (about
+    110 ms per parse of a 1,000-section day file)."""
+    from .privacy import redact_secrets
+
+    lines = block.split("\n")
+    body, found = redact_secrets(_index_text(lines))
+    if not body:
+        return None
+    content, found_c = redact_secrets(block.strip())
+    if heading:
+        heading, found_h = redact_secrets(heading)
+        found_c += found_h
+    marks = marks_of(lines)
+    return (heading, content, body, content_id(body), _heading_time(heading, fdate),
+            max(len(found), len(found_c)), marks)
+
+
+_parts_remembered = functools.lru_cache(maxsize=16384)(_parts)
+
+
 def sections(markdown: str, filename: str = "") -> list[Section]:
     """Every non-empty section of one memory file, tombstones included, with its line
     span in the file's text after line endings are normalised (``\\r\\n`` -> ``\\n``, BOM
     dropped). Spans are exact unless a ``<private>`` span crosses a line break; see
     ``editable_sections``."""
-    from .privacy import redact_secrets, strip_private
+    from .privacy import strip_private
 
     # A private span may cross sections: cut it from the whole file, leaving a mark
     # that the section holding its start counts.
@@ -278,23 +314,19 @@ def sections(markdown: str, filename: str = "") -> list[Section]:
             n = sum(line.count(_PRIVATE_MARK) for line in lines)
             lines = [line.replace(_PRIVATE_MARK, "") for line in lines]
             heading = heading.replace(_PRIVATE_MARK, "").strip() if heading else heading
-        body, found = redact_secrets(_index_text(lines))
-        if not body:
+        parts = _section_parts(heading, "\n".join(lines), fdate)
+        if parts is None:
             continue
-        content, found_c = redact_secrets("\n".join(lines).strip())
-        if heading:
-            heading, found_h = redact_secrets(heading)
-            found_c += found_h
-        marks = marks_of(lines)
+        heading, content, body, cid, created_at, redacted, marks = parts
         chunk = Chunk(
             position=position,
             heading=heading,
             content=content,
             text=body,
-            id=content_id(body),
-            created_at=_heading_time(heading, fdate),
+            id=cid,
+            created_at=created_at,
             session_id=marks.session or stem,
-            redacted=n + max(len(found), len(found_c)),
+            redacted=n + redacted,
             marks=marks,
         )
         out.append(Section(chunk, start, end, marks.forgotten))

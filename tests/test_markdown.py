@@ -82,3 +82,17 @@ def test_document_to_chunk_uses_content_hash():
     c = d.to_chunk(4, "bench")
     assert c.id == content_id("Caroline: I went to the support group.")
     assert (c.position, c.heading, c.session_id) == (4, "D1:3", "s1")
+
+
+def test_a_remembered_section_still_takes_its_files_date_and_its_own_secrets_out():
+    """``markdown._section_parts`` is memoised: the same section in two files keeps each
+    file's date, and a remembered section is redacted like a fresh one."""
+    from lethe_sql.markdown import parse
+
+    text = "## note\nDeploys go out at 10:00. token ghp_0123456789abcdefghijABCDEFGHIJ0123456789\n"
+    a = parse(text, "2026-01-02.md")[0]
+    b = parse(text, "2026-03-04.md")[0]
+    again = parse(text, "2026-01-02.md")[0]
+    assert a.id == b.id == again.id
+    assert (a.created_at.date().isoformat(), b.created_at.date().isoformat()) == ("2026-01-02", "2026-03-04")
+    assert "ghp_" not in again.text and "ghp_" not in again.content and again.redacted == a.redacted == 1
