@@ -258,6 +258,8 @@ PROMPT_HEADER = "Project memory that may bear on this prompt (lethe; full entry:
 
 #: set by ``lethe serve``: root -> the store it holds open for that project, or None
 KEPT_STORE = None
+#: set by ``lethe serve``: runs a clean-up after the reply is sent (closing an index: 10 ms)
+AFTER_REPLY = None
 
 
 def prompt_query(prompt: str) -> str | None:
@@ -288,9 +290,19 @@ def recall(root: Path, query: str, settings, *, top_k: int | None = None):
     kept = KEPT_STORE(root) if KEPT_STORE is not None else None
     if kept is not None:  # the service holds this project open for writing: read through it
         return kept.search_outcome(query, judge=PROMPT_JUDGE, learn=False, settings=s)
-    with MemoryStore(root, read_only=True, create=False, settings=s) as store:
+    store = MemoryStore(root, read_only=True, create=False, settings=s)
+    try:
         store._lock.acquire(exclusive=False, timeout=PROMPT_LOCK_WAIT)
-        return store.search_outcome(query, judge=PROMPT_JUDGE, learn=False)
+        outcome = store.search_outcome(query, judge=PROMPT_JUDGE, learn=False)
+    except BaseException:
+        store.close()
+        raise
+    (AFTER_REPLY or _now)(store.close)  # in the service, closed once the agent has its answer
+    return outcome
+
+
+def _now(fn) -> None:
+    fn()
 
 
 def relevant(outcome, settings, stale: set[str]) -> list:

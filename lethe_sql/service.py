@@ -66,6 +66,7 @@ class Service:
         self.stop = threading.Event()
         self._lock_fd: int | None = None
         self.stores: dict = {}        # project root -> MemoryStore kept open while busy
+        self.pending_after: list = []  # clean-ups of the current command (after_reply)
         self.held_since: float | None = None
 
     # -- life -----------------------------------------------------------------
@@ -101,6 +102,7 @@ class Service:
 
         hooks.BACKGROUND = self.schedule_index  # the hooks' reindex runs here, after the reply
         hooks.KEPT_STORE = self.kept  # the prompt hook reads through an index this process holds
+        hooks.AFTER_REPLY = self.after_reply
         cli.STORES = self.store
 
     def serve(self) -> int:
@@ -191,11 +193,24 @@ class Service:
                 box["reply"] = crash_reply(req.get("argv") or [], exc)
                 self.log(traceback.format_exc())
             finally:
+                done.set()  # the reply goes out now; closing what the command opened comes after
+                self.run_after_reply()
                 if box.get("reply", {}).get("code"):
                     self.release_if_idle(force=True)  # a failed command leaves nothing half done open
                 else:
                     self.release_if_idle()
-                done.set()
+
+    def after_reply(self, fn) -> None:
+        """Run ``fn`` once the current command's reply is sent, before the next command."""
+        self.pending_after.append(fn)
+
+    def run_after_reply(self) -> None:
+        while self.pending_after:
+            fn = self.pending_after.pop(0)
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a clean-up never stops the worker
+                self.log(traceback.format_exc())
 
     def index_job(self, root: Path) -> None:
         try:

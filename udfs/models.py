@@ -8,6 +8,8 @@ nothing on the search path ever touches the network.
 
 from __future__ import annotations
 
+import functools
+
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -107,7 +109,10 @@ def _packaged_file(package: tuple[str, str, str]) -> Path | None:
     return directory / package[2] if directory is not None else None
 
 
+@functools.lru_cache(maxsize=None)
 def _dist_version(dist: str) -> str:
+    """``" 1.2.3"`` for an installed distribution, else ``""`` (remembered: 2 ms a lookup,
+    and a search's model resolution asks each time)."""
     from importlib import metadata
 
     try:
