@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Callable
 
 from lethe_sql.errors import UsageError
+from lethe_sql.locks import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 
 DEFAULTS = {"adders": 3, "searchers": 2, "indexers": 1, "hooks": 1, "size": 200, "seed": 0, "op_timeout": 120.0}
 KINDS = ("add", "add-retry", "search", "index", "hook")
@@ -837,7 +838,7 @@ def run(duration: str, *, adders: int = 3, searchers: int = 2, indexers: int = 1
                    "settle_timeout_s": SETTLE_TIMEOUT},
         "lethe": {"path": str(exe)}, "harness_git": meta.git_state(),
         "env": {"LETHE_SUMMARY_CMD": "none", "LETHE_HOME": "<temporary>",
-                "LETHE_LOCK_TIMEOUT": os.environ.get("LETHE_LOCK_TIMEOUT", "(default: 10)")},
+                "LETHE_LOCK_TIMEOUT": os.environ.get("LETHE_LOCK_TIMEOUT", f"(default: {DEFAULT_LOCK_TIMEOUT:g})")},
         "machine": machine_start,
         "interrupted": False, "completed": False,
     }
