@@ -453,8 +453,12 @@ def record_exchange(root: Path, session: str, turn: int, ex: Exchange, agent: st
     return path if append_section(root / ".lethe" / "memory", path, section, unless=anchor) else None
 
 
-def stop(payload: dict, *, wait: bool = False) -> str:
-    """Summarise the last exchange of the payload's transcript; returns a status line."""
+NO_EXCHANGE = "no exchange in the transcript yet: nothing recorded"
+
+
+def _transcript_target(payload: dict) -> tuple[Path, Path] | str:
+    """(project root, transcript file) of a Claude Code hook that records from the
+    transcript (stop, pre-compact), or the status line saying why it records nothing."""
     if os.environ.get(NESTED_ENV):
         return "nested session: nothing recorded"
     root = project_root(payload.get("cwd"))
@@ -463,13 +467,22 @@ def stop(payload: dict, *, wait: bool = False) -> str:
     tp = payload.get("transcript_path")
     if not tp or not Path(tp).expanduser().is_file():
         return "no transcript: nothing recorded"
+    return root, Path(tp).expanduser()
+
+
+def stop(payload: dict, *, wait: bool = False) -> str:
+    """Summarise the last exchange of the payload's transcript; returns a status line."""
+    target = _transcript_target(payload)
+    if isinstance(target, str):
+        return target
+    root, tp = target
     if not wait and _summary_command() is not None:
         # an LLM summary takes seconds: the agent does not wait for it
         _detached(["hook", "stop", "--wait"], root, json.dumps(payload))
         return "summarising the last exchange in the background"
-    t = read_transcript(Path(tp).expanduser())
+    t = read_transcript(tp)
     if t is None or not t.exchanges:
-        return "no exchange in the transcript yet: nothing recorded"
+        return NO_EXCHANGE
     ex = t.exchanges[-1]
     session = str(payload.get("session_id") or t.session)
     written = record_exchange(root, session, ex.turn, ex)
@@ -512,25 +525,19 @@ def pre_compact(payload: dict, *, wait: bool = False) -> str:
     from .mine import _SAFE
     from .store import append_section
 
-    if os.environ.get(NESTED_ENV):
-        return "nested session: nothing recorded"
-    root = project_root(payload.get("cwd"))
-    if root is None:
-        return "no .lethe folder here: nothing recorded (run `lethe init`)"
-    tp = payload.get("transcript_path")
-    if not tp or not Path(tp).expanduser().is_file():
-        return "no transcript: nothing recorded"
-    t = read_transcript(Path(tp).expanduser())
+    target = _transcript_target(payload)
+    if isinstance(target, str):
+        return target
+    root, tp = target
+    t = read_transcript(tp)
     if t is None or not t.exchanges:
-        return "no exchange in the transcript yet: nothing recorded"
+        return NO_EXCHANGE
     last = t.exchanges[-COMPACT_EXCHANGES:]
     turn = last[-1].turn
     session = str(payload.get("session_id") or t.session)
     now = datetime.now()
     path = today_file(root, now)
     anchor = f"<!-- lethe session={_SAFE.sub('-', session)} compact-turn={turn} "
-    if anchor in path.read_text(encoding="utf-8", errors="replace"):
-        return f"the compaction after turn {turn} of {session} was already recorded"
     section = compaction_section(session, turn, last, now, str(payload.get("trigger") or "auto"),
                                  str(payload.get("custom_instructions") or ""))
     if not append_section(root / ".lethe" / "memory", path, section, unless=anchor):
