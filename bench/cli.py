@@ -227,16 +227,21 @@ def _updates(path, config, projects, seed, out, json_out, workdir, quiet) -> Non
     except LetheError as exc:
         report_error(str(exc), exc.kind)
         raise typer.Exit(exc.exit_code) from None
+    _emit(result, command, updates.markdown, out, json_out, per_query)
+
+
+def _emit(result: dict, command: str, markdown, out, json_out: bool, per_query: dict | None = None) -> None:
+    """Write a run's ``results.json``, ``report.md`` (and ``per_query.json``) under ``out``,
+    then print the result as JSON or as its markdown report."""
     result["command"] = command
+    report = markdown(result, command)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-        (out / "per_query.json").write_text(json.dumps(per_query, separators=(",", ":")) + "\n")
-        (out / "report.md").write_text(updates.markdown(result, command))
-    if json_out:
-        typer.echo(json.dumps(result, indent=2, default=str))
-    else:
-        typer.echo(updates.markdown(result, command))
+        if per_query is not None:
+            (out / "per_query.json").write_text(json.dumps(per_query, separators=(",", ":")) + "\n")
+        (out / "report.md").write_text(report)
+    typer.echo(json.dumps(result, indent=2, default=str) if json_out else report)
 
 
 def _facts(path, queries, seed, out, json_out, workdir, quiet) -> None:
@@ -244,14 +249,17 @@ def _facts(path, queries, seed, out, json_out, workdir, quiet) -> None:
 
     from . import facts
 
+    from .synthetic import parse_sizes
+
     try:
-        n = int(path.lower().removesuffix("k")) * (1000 if path.lower().endswith("k") else 1)
-    except ValueError:
-        report_error(f"facts takes a number of sections (e.g. 10000 or 10k), not {path!r}", "usage")
+        sizes = parse_sizes(path)
+    except ValueError as exc:
+        report_error(f"facts takes a number of sections (e.g. 10000 or 10k): {exc}", "usage")
         raise typer.Exit(2) from None
-    if n < 1:
-        report_error("facts needs at least one section", "usage")
+    if len(sizes) != 1:
+        report_error(f"facts takes one number of sections, not {path!r}", "usage")
         raise typer.Exit(2)
+    n = sizes[0]
     command = _canonical_command("facts", path, [], {"--queries": queries, "--seed": seed or None,
                                                     "--out": out, "--json": json_out})
     log = (lambda m: None) if quiet else (lambda m: typer.echo(m, err=True))
@@ -260,12 +268,7 @@ def _facts(path, queries, seed, out, json_out, workdir, quiet) -> None:
     except LetheError as exc:
         report_error(str(exc), exc.kind)
         raise typer.Exit(exc.exit_code) from None
-    result["command"] = command
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-        (out / "report.md").write_text(facts.markdown(result, command))
-    typer.echo(json.dumps(result, indent=2, default=str) if json_out else facts.markdown(result, command))
+    _emit(result, command, facts.markdown, out, json_out)
 
 
 def _soak(duration, adders, searchers, indexers, hooks, size, seed, lethe, out, json_out, workdir, keep,
