@@ -815,16 +815,17 @@ class LetheApp(App):
             self.push_screen(ConfirmScreen(
                 f"{row.id[:8]} ({_short(row.heading or '', 30)}) supersedes {old[:8]}?\nThe older one stays findable "
                 "as history; a marker goes into the newer one's section."),
-                lambda ok: ok and self.job(lambda: self.backend.link(row.root, row.id, old), linked(old)))
-
-        def linked(old: str):
-            def done(files: list[str]) -> None:
-                self.after_change(f"{row.id[:8]} now supersedes {old[:8]}"
-                                  + (f" (edited {', '.join(files)})" if files else ""))
-            return done
+                lambda ok: ok and self.job(lambda: self.backend.link(row.root, row.id, old),
+                                           self._edited(f"{row.id[:8]} now supersedes {old[:8]}")))
 
         self.push_screen(PickScreen(f"{row.id[:8]} supersedes which memory? (enter picks, esc cancels)", choices,
                                     typed=True), picked)
+
+    def _edited(self, message: str):
+        """What a link change reports when done: ``message`` and the memory files it edited."""
+        def done(files: list[str]) -> None:
+            self.after_change(message + (f" (edited {', '.join(files)})" if files else ""))
+        return done
 
     def _unlink(self, row: Row) -> None:
         def got(detail: dict) -> None:
@@ -846,15 +847,10 @@ class LetheApp(App):
                 self.push_screen(ConfirmScreen(
                     f"Remove the revision link between {row.id[:8]} and {other[:8]}?\nFor good: a detected link gets "
                     "a distinct marker, a declared one loses its supersedes marker."),
-                    lambda ok: ok and self.job(lambda: self.backend.unlink(row.root, row.id, other), unlinked(other)))
+                    lambda ok: ok and self.job(lambda: self.backend.unlink(row.root, row.id, other),
+                                               self._edited(f"unlinked {row.id[:8]} and {other[:8]}")))
 
             self.push_screen(PickScreen("Remove which link? (enter picks, esc cancels)", choices), picked)
-
-        def unlinked(other: str):
-            def done(files: list[str]) -> None:
-                self.after_change(f"unlinked {row.id[:8]} and {other[:8]}"
-                                  + (f" (edited {', '.join(files)})" if files else ""))
-            return done
 
         self.job(lambda: self.backend.memory(row), got)
 
