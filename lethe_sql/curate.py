@@ -251,10 +251,15 @@ def trash_dir(store) -> Path:
     return store.lethe_dir / "trash"
 
 
+def _trash_records(store) -> list[Path]:
+    """The kept forgets, oldest first."""
+    d = trash_dir(store)
+    return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
 def _in_trash(store, ref: str) -> bool:
     """Whether a kept forget (``.lethe/trash``) took a memory whose id starts with ``ref``."""
-    d = trash_dir(store)
-    for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+    for p in _trash_records(store):
         try:
             files = json.loads(p.read_text(encoding="utf-8")).get("files", [])
         except (OSError, ValueError, AttributeError):
@@ -279,8 +284,7 @@ def _push_trash(store, records: list[dict]) -> str:
     tmp.write_text(json.dumps({"at": datetime.now().isoformat(), "files": records}))
     os.chmod(tmp, 0o600)
     os.replace(tmp, d / name)
-    old = sorted(p for p in d.glob("*.json"))
-    for p in old[:-TRASH_KEEP]:
+    for p in _trash_records(store)[:-TRASH_KEEP]:
         with contextlib.suppress(OSError):
             p.unlink()
     return name
@@ -288,8 +292,7 @@ def _push_trash(store, records: list[dict]) -> str:
 
 def undo(store) -> ForgetReport:
     """Undo the last forget (see the module docstring); UsageError when there is none."""
-    d = trash_dir(store)
-    records = sorted(d.glob("*.json")) if d.is_dir() else []
+    records = _trash_records(store)
     if not records:
         raise UsageError("nothing to undo: no forget is kept in .lethe/trash")
     last = records[-1]
