@@ -29,20 +29,17 @@ READS_STDIN = frozenset({"hook"})
 RETRY_HERE = frozenset({"search", "add", "index", "explain", "list", "expand", "status", "hook", "rif"})
 
 
-def lethe_home():
-    from pathlib import Path
-
-    return Path(_home())
-
-
-def _home() -> str:
-    return os.path.expanduser(os.environ.get("LETHE_HOME") or os.path.join(os.path.expanduser("~"), ".lethe"))
+def home_dir(env=None) -> str:
+    """lethe's per-user folder: ``$LETHE_HOME``, or ``~/.lethe`` (the rule for the
+    registry, the service's socket and its log; a string, so the client needs no pathlib)."""
+    env = os.environ if env is None else env
+    return os.path.expanduser(env.get("LETHE_HOME") or os.path.join(os.path.expanduser("~"), ".lethe"))
 
 
 def _socket_file() -> str:
     """Where this user's service listens: ``$LETHE_HOME/run/serve.sock``, or a short path
     under /tmp when that one is too long for a Unix socket."""
-    run = os.path.join(_home(), "run")
+    run = os.path.join(home_dir(), "run")
     path = os.path.join(run, "serve.sock")
     if len(path) <= 100:
         return path

@@ -57,9 +57,11 @@ class Project:
 
 
 def lethe_home(env: dict | None = None) -> Path:
+    from .client import home_dir
+
     env = os.environ if env is None else env
-    home = env.get("LETHE_HOME")
-    return Path(home).expanduser().resolve() if home else Path.home() / ".lethe"
+    home = Path(home_dir(env))
+    return home.resolve() if env.get("LETHE_HOME") else home
 
 
 def registry_path(env: dict | None = None) -> Path:
