@@ -137,8 +137,9 @@ class CachedFullEmbedder(CachedEmbedder):
     builds its token index. Token vectors are never cached (they are large): every
     ``encode_full`` call runs the model, and stores its sentence vectors in the cache."""
 
-    def encode_full(self, texts: Sequence[str], progress: Callable[[int], None] | None = None):
-        vecs, toks = self.inner.encode_full(texts, progress)
+    def encode_full(self, texts: Sequence[str], progress: Callable[[int], None] | None = None, *,
+                    windows: bool = True):
+        vecs, toks = self.inner.encode_full(texts, progress, windows=windows)
         index = self._load()
         for t, v in zip(texts, vecs):
             k = _key(t)
@@ -185,13 +186,14 @@ class RandomVectorEmbedder:
             progress(len(texts))
         return out
 
-    def encode_full(self, texts: Sequence[str], progress: Callable[[int], None] | None = None):
+    def encode_full(self, texts: Sequence[str], progress: Callable[[int], None] | None = None, *,
+                    windows: bool = True):
         """Random sentence vectors and, for the token index, one random unit vector per
         wordpiece the real tokenizer gives (real ids, so ``token_df`` and the number of
         token rows per entry are real; the vectors mean nothing). The late-interaction
         judge then reads a token index of its real size."""
         if not self.random_mode:
-            return self.model.encode_full(texts, progress)
+            return self.model.encode_full(texts, progress, windows=windows)
         from lethe_sql.udfs.embed import TokenVectors
 
         vecs = random_unit_vectors(texts, self.seed)

@@ -280,7 +280,7 @@ def tune_instance(con) -> None:
 
 
 #: Tables whose FLOAT[384] ``embedding`` column the dense list scans.
-VECTOR_TABLES = ("entries", "enrichment")
+VECTOR_TABLES = ("entries", "enrichment", "entry_windows")
 
 
 def compressed_vector_tables(con) -> list[str]:

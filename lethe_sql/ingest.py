@@ -232,6 +232,30 @@ def token_index_add(con, ids: Sequence[str], tokens: Sequence) -> None:
            ON CONFLICT (token) DO UPDATE SET df = d.df + excluded.df"""
     )
     con.unregister("_lethe_tok")
+    windows = _stage_windows(ids, tokens)
+    if windows is not None:
+        con.register("_lethe_win", windows)
+        con.execute("INSERT OR REPLACE INTO entry_windows SELECT id, n, embedding FROM _lethe_win")
+        con.unregister("_lethe_win")
+
+
+def _stage_windows(ids: Sequence[str], tokens: Sequence):
+    """The further windows' vectors of long texts (``TokenVectors.windows``) as rows of
+    ``entry_windows``; None when no text has any."""
+    import pyarrow as pa
+
+    from lethe_sql.udfs.embed import EMBED_DIM
+
+    rows = [(i, t.windows) for i, t in zip(ids, tokens)
+            if t is not None and getattr(t, "windows", None) is not None and len(t.windows)]
+    if not rows:
+        return None
+    return pa.table({
+        "id": [i for i, w in rows for _ in range(len(w))],
+        "n": pa.array([k + 1 for _, w in rows for k in range(len(w))], pa.int16()),
+        "embedding": pa.FixedSizeListArray.from_arrays(
+            pa.array(np.concatenate([w for _, w in rows]).astype(np.float32).reshape(-1)), EMBED_DIM),
+    })
 
 
 def token_index_delete(con, ids: Sequence[str]) -> None:
@@ -245,6 +269,7 @@ def token_index_delete(con, ids: Sequence[str]) -> None:
     )
     con.execute("DELETE FROM token_df WHERE df <= 0")
     con.execute("DELETE FROM token_vectors WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
+    con.execute("DELETE FROM entry_windows WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
 
 
 def insert_entries(

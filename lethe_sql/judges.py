@@ -6,7 +6,8 @@ Two judges exist:
   onnxruntime), one batched call per search; its scores are logits.
 * ``late-interaction``: MaxSim over the bi-encoder's token vectors stored at index
   time (``token_vectors``): for each query token its best inner product with any
-  token of the entry, IDF-weighted mean over query tokens. ``sql/judge.sql``
+  token of a span of the entry (``SPAN`` token positions), IDF-weighted mean over
+  query tokens, and the best span's score for the entry. ``sql/judge.sql``
   defines it as the macro ``lethe_maxsim``; the search runs the same formula in
   numpy over the pool's token vectors (DuckDB's ``array_inner_product`` over a
   cross product costs ~30 ms for a 30-entry pool, numpy well under 1 ms).
@@ -49,7 +50,7 @@ class QueryEncoding:
 
 def encode_query(embedder, text: str) -> QueryEncoding:
     if hasattr(embedder, "encode_full"):
-        vecs, toks = embedder.encode_full([text])
+        vecs, toks = embedder.encode_full([text], windows=False)  # a query: as the model reads it
         t = toks[0]
         return QueryEncoding(text, vecs[0], t.ids, t.vecs)
     vec = embedder.encode([text])[0]
@@ -99,6 +100,13 @@ def max_per_key(keys: np.ndarray, v: np.ndarray, qtoks: np.ndarray) -> tuple[np.
     return uniq, np.maximum.reduceat(sims, starts, axis=0)
 
 
+#: token positions per span of a long memory: the late-interaction score of an entry is
+#: its best span's (``sql/judge.sql``, which writes the same number), the model's window
+SPAN = 254
+#: spans one entry can have: token positions are SMALLINT
+MAX_SPANS = 32767 // SPAN + 1
+
+
 class LateInteractionJudge:
     name = "late-interaction"
     #: adaptive depth off: always judge the whole first-stage pool (k_deep), in one batch.
@@ -138,18 +146,20 @@ class LateInteractionJudge:
         # 100-entry pool; max_per_key groups them in numpy instead. to_arrow_table, not
         # arrow(): reading its RecordBatchReader cost ~1.5 ms more for ~4,000 rows.
         tbl = con.execute(
-            "SELECT id, v, scale FROM token_vectors WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+            "SELECT id, v, scale, pos FROM token_vectors WHERE list_contains(CAST(? AS VARCHAR[]), id)",
             [ids_literal(ids)],
         ).to_arrow_table()
         w = self.weights(con, enc)
-        out = {i: 0.0 for i in ids}
+        out = {i: float("-inf") for i in ids}
         if tbl.num_rows == 0:
-            return out
+            return {i: 0.0 for i in ids}
         codes, names = key_codes(tbl.column("id"))
-        keys, best = max_per_key(codes, token_rows(tbl), enc.tok_vecs)
+        span = tbl.column("pos").to_numpy().astype(np.int64) // SPAN
+        keys, best = max_per_key(codes.astype(np.int64) * (MAX_SPANS + 1) + span, token_rows(tbl), enc.tok_vecs)
         for k, s in zip(keys, best @ w / w.sum()):
-            out[names[k]] = float(s)
-        return out
+            n = names[k // (MAX_SPANS + 1)]
+            out[n] = max(out[n], float(s))
+        return {i: (0.0 if s == float("-inf") else s) for i, s in out.items()}
 
     def logits(self, scores: np.ndarray) -> np.ndarray:
         return _zscore(np.asarray(scores, dtype=np.float64))

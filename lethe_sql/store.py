@@ -290,6 +290,7 @@ class MemoryStore:
             con.execute("DELETE FROM source_files")
             con.execute("INSERT OR REPLACE INTO meta VALUES ('privacy', '1')")
         store_vectors_plain(con)  # once: vectors an older version stored compressed (db.DISABLED_COMPRESSION)
+        self._read_long_entries(progress)  # once: long texts an older version read only in part
         prefix = self.memory_dir.relative_to(self.root).as_posix() + "/"
         changed, report.files_seen, report.files_unchanged, report.files_skipped = scan(
             con, self.memory_dir, prefix, report.warnings
@@ -409,6 +410,48 @@ class MemoryStore:
         for t, v, k in zip(texts, vecs, toks):
             self._ready[t] = (v, k)
 
+    def _read_long_entries(self, progress: Progress | None) -> int:
+        """Once per index (``meta.windows_read``): entries an older version read only up to
+        the model's window (their token vectors fill it) are read again whole, so their
+        further windows (``entry_windows``) and token vectors join the index. Returns how
+        many were read."""
+        from .ingest import token_index_delete
+
+        con = self.con
+        if con.execute("SELECT value FROM meta WHERE key = 'windows_read'").fetchone() is not None:
+            return 0
+        emb = self.embedder
+        full = self.token_index and hasattr(emb, "encode_full")
+        width = getattr(emb, "max_length", 256) - 2
+        rows = con.execute(
+            """SELECT e.id, e.text FROM entries AS e
+               WHERE e.id IN (SELECT id FROM token_vectors GROUP BY id HAVING count(*) >= ?)
+                 AND e.id NOT IN (SELECT id FROM entry_windows)
+               ORDER BY e.id""", [width]).fetchall() if full else []
+        tokens = None
+        if rows:
+            check_model(con, emb.model_id)
+            done = [0]
+
+            def tick(n: int) -> None:
+                done[0] += n
+                if progress:
+                    progress("reading long memories", done[0], len(rows))
+
+            _, tokens = emb.encode_full([t for _, t in rows], tick)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if rows:
+                ids = [i for i, _ in rows]
+                token_index_delete(con, ids)
+                token_index_add(con, ids, tokens)
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('windows_read', '1')")
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        return len(rows)
+
     def _rebuild(self, progress: Progress | None) -> None:
         """Re-embed every entry and rebuild the FTS tables; learned state is kept."""
         from .db import load_fts, rebuild_fts
@@ -429,6 +472,7 @@ class MemoryStore:
         try:
             con.execute("DELETE FROM token_vectors")
             con.execute("DELETE FROM token_df")
+            con.execute("DELETE FROM entry_windows")
             if rows and tokens is not None:
                 token_index_add(con, [i for i, _ in rows], tokens)
             if rows:

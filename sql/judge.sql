@@ -1,6 +1,9 @@
 -- Late interaction over the stored token vectors: for each query token, its best
--- inner product with any token of the entry; the entry's score is the
--- IDF-weighted mean over query tokens (weights 1 with idf := false).
+-- inner product with any token of a span of the entry; a span's score is the
+-- IDF-weighted mean over query tokens (weights 1 with idf := false), and the entry's
+-- score is its best span's. A span is 254 token positions (the model's window: pos //
+-- 254), so a long memory is judged by its best part and not by the best token of each
+-- query token anywhere in it; a memory of one window has one span.
 -- qtoks: the query's token vectors (FLOAT[384][], as text or list), qtokens: their
 -- wordpiece ids, ids: the entries to score (the candidate pool).
 CREATE OR REPLACE MACRO lethe_maxsim(qtoks, qtokens, ids, idf := true) AS TABLE
@@ -18,15 +21,20 @@ WITH
         LEFT JOIN token_df AS d ON d.token = qt.token
     ),
     p AS MATERIALIZED (
-        SELECT t.id, CAST(t.v AS FLOAT[384]) AS v, t.scale
+        SELECT t.id, t.pos // 254 AS span, CAST(t.v AS FLOAT[384]) AS v, t.scale
         FROM token_vectors AS t
         WHERE t.id IN (SELECT unnest(CAST(ids AS VARCHAR[])))
     ),
     best AS (
-        SELECT p.id, q.qpos, max(array_inner_product(p.v, q.qv) * p.scale) AS sim
+        SELECT p.id, p.span, q.qpos, max(array_inner_product(p.v, q.qv) * p.scale) AS sim
         FROM p CROSS JOIN q
-        GROUP BY p.id, q.qpos
+        GROUP BY p.id, p.span, q.qpos
+    ),
+    spans AS (
+        SELECT best.id, best.span, sum(best.sim * q.w) / sum(q.w) AS score
+        FROM best JOIN q USING (qpos)
+        GROUP BY best.id, best.span
     )
-SELECT best.id, sum(best.sim * q.w) / sum(q.w) AS score
-FROM best JOIN q USING (qpos)
-GROUP BY best.id;
+SELECT id, max(score) AS score
+FROM spans
+GROUP BY id;

@@ -228,7 +228,7 @@ def test_sql_bm25_matches_an_independent_bm25_on_locomo(tmp_path):
 class FakeFullEmbedder(FakeEmbedder):
     """Also gives token vectors (one per whitespace word), so the store builds its token index."""
 
-    def encode_full(self, texts, progress=None):
+    def encode_full(self, texts, progress=None, *, windows=True):
         from types import SimpleNamespace
 
         vecs = self.encode(texts, progress)

@@ -5,6 +5,14 @@ tokenise (truncate at ``max_length``, pad each batch only to its longest
 member), run the ONNX model, mask-weighted mean over ``last_hidden_state``,
 normalise. Texts are sorted by length before batching so that padding stays
 small, and results are returned in the caller's order.
+
+Long texts (``encode_full``): the model reads at most ``max_length`` wordpieces, so
+a text's own vector covers its first window only. The rest is read in further windows
+of the same width, each starting ``WINDOW_STRIDE`` wordpieces after the one before
+(overlapping by the difference, so that no sentence is only ever seen cut in two): a
+vector per window (``TokenVectors.windows``; ``lethe_dense`` scores a memory by its best
+window) and token vectors for every wordpiece of the text (each taken from the first
+window that reads it with its left context). Cost and size grow with the text's length.
 """
 
 from __future__ import annotations
@@ -19,14 +27,33 @@ import numpy as np
 from .models import ModelMissing, ModelSource, intra_op_threads, resolve_embedder
 
 EMBED_DIM = 384
+#: wordpieces between the starts of two windows of a long text (window width:
+#: ``max_length`` - 2, for [CLS] and [SEP]); the overlap is the width less this
+WINDOW_STRIDE = 192
+#: wordpieces read from one text at most (token positions are SMALLINT in the index):
+#: past this a text is read up to here, and ``lethe index`` warns about it
+MAX_TEXT_WORDPIECES = 32000
 
 
 @dataclass(frozen=True)
 class TokenVectors:
-    """One text's token vectors: wordpiece ids and L2-normalised float32 rows."""
+    """One text's token vectors: wordpiece ids and L2-normalised float32 rows, and for a
+    text longer than one window the vectors of its further windows ((k, 384), the first
+    window's vector being the text's own vector; None for a short text)."""
 
     ids: np.ndarray
     vecs: np.ndarray
+    windows: np.ndarray | None = None
+
+
+def window_starts(n: int, width: int, stride: int = WINDOW_STRIDE) -> list[int]:
+    """Start offsets of the windows that read ``n`` wordpieces ``width`` at a time: the
+    first at 0, each next ``stride`` later, the last ending at the text's end."""
+    if n <= width:
+        return [0]
+    starts = list(range(0, n - width, stride))
+    starts.append(n - width)
+    return starts
 
 
 class Embedder:
@@ -53,6 +80,9 @@ class Embedder:
         tok.no_padding()
         tok.enable_truncation(max_length)
         self._tokenizer = tok
+        whole = Tokenizer.from_str(tok.to_str())
+        whole.no_truncation()
+        self._whole = whole  # the same tokenizer, reading a text to its end (windows)
         self._cls_id = tok.token_to_id("[CLS]") if tok.token_to_id("[CLS]") is not None else -1
         self._sep_id = tok.token_to_id("[SEP]") if tok.token_to_id("[SEP]") is not None else -1
         opts = ort.SessionOptions()
@@ -120,11 +150,14 @@ class Embedder:
         progress: Callable[[int], None] | None = None,
         *,
         tokens: bool = True,
+        windows: bool = True,
     ) -> tuple[np.ndarray, list[TokenVectors]]:
         """Sentence vectors and, from the same forward pass, per-token vectors.
 
         Token vectors (for late interaction) are the model's last hidden states of
-        every real token but [CLS] and [SEP], each L2-normalised.
+        every real token but [CLS] and [SEP], each L2-normalised. ``windows``: a long
+        text is read to its end (module docstring); a query is read as the model
+        truncates it (``windows=False``).
         """
         out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
         toks: list[TokenVectors] = [None] * len(texts) if tokens else []  # type: ignore[list-item]
@@ -142,7 +175,57 @@ class Embedder:
                     toks[i] = TokenVectors(ids[row][keep[row]].astype(np.int32), h.astype(np.float32))
             if progress is not None:
                 progress(len(idx))
+        if tokens and windows:
+            self._read_windows(texts, toks)
         return out, toks
+
+    def _read_windows(self, texts: Sequence[str], toks: list) -> None:
+        """Give each text longer than one window its further windows' vectors and the
+        token vectors of the rest of its wordpieces (module docstring), in place."""
+        width = self.max_length - 2
+        if self._cls_id < 0 or self._sep_id < 0:
+            return  # a tokenizer without [CLS]/[SEP]: its texts are read as the model truncates them
+        long = []
+        for i, e in enumerate(self._whole.encode_batch([t or " " for t in texts], add_special_tokens=False)):
+            if len(e.ids) > width:
+                long.append((i, np.asarray(e.ids[:MAX_TEXT_WORDPIECES], dtype=np.int64)))
+        if not long:
+            return
+        jobs = []  # (text index, where the window before ended, start, wordpieces)
+        for i, ids in long:
+            starts = window_starts(len(ids), width)
+            for k in range(1, len(starts)):
+                jobs.append((i, starts[k - 1] + width, starts[k], ids[starts[k]:starts[k] + width]))
+        vecs: dict[int, list] = {i: [] for i, _ in long}
+        extra: dict[int, list] = {i: [] for i, _ in long}
+        for b in range(0, len(jobs), self.batch_size):
+            batch = jobs[b:b + self.batch_size]
+            n = max(len(j[3]) for j in batch) + 2
+            ids = np.zeros((len(batch), n), dtype=np.int64)
+            mask = np.zeros((len(batch), n), dtype=np.int64)
+            for row, (_, _, _, w) in enumerate(batch):
+                ids[row, :len(w) + 2] = np.concatenate(([self._cls_id], w, [self._sep_id]))
+                mask[row, :len(w) + 2] = 1
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if self._needs_token_types:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            with self._lock:
+                hidden = self._session.run(None, feed)[0]
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            for row, (i, prev_end, start, w) in enumerate(batch):
+                vecs[i].append(pooled[row])
+                fresh = max(prev_end - start, 0)  # the wordpieces no earlier window read start here
+                h = hidden[row, 1 + fresh:1 + len(w)]
+                h = h / np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)
+                extra[i].append((w[fresh:].astype(np.int32), h.astype(np.float32)))
+        for i, _ in long:
+            first = toks[i]
+            parts_ids = [first.ids] + [p[0] for p in extra[i]]
+            parts_vecs = [first.vecs] + [p[1] for p in extra[i]]
+            toks[i] = TokenVectors(np.concatenate(parts_ids), np.concatenate(parts_vecs),
+                                   np.stack(vecs[i]).astype(np.float32))
 
 
 _SHARED: dict[tuple, Embedder] = {}
