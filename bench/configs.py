@@ -279,3 +279,12 @@ register(LearningConfig(
     "default+rif-final", "default+rif with suppression also taken off the final score (rif_final_alpha 1.0, "
     "fixed before measuring; experimental)", _overridden("search_default_rif_final", RIF_FINAL), _pipeline_missing, needs_token_index=True,
     judge=None, static="default", overrides=RIF_FINAL))
+
+
+# Levers of issue "Long memories", measured on the tune halves before a default changes.
+register(Config("default+question", "default with the entry-is-a-question cue on (blend_question -1.0)",
+                _overridden("search_default_question", (("blend_question", -1.0),)), _pipeline_missing,
+                needs_token_index=True))
+register(Config("default+pool300", "default with a first-stage pool of 300 (k_deep 300)",
+                _overridden("search_default_pool300", (("k_deep", 300),)), _pipeline_missing,
+                needs_token_index=True))

@@ -27,9 +27,10 @@ first-stage scores (weights ``Settings.blend_time``, ``blend_date``, ``blend_que
   replaced them; otherwise history is ranked as is. Such a question is ranked as if no memory superseded
   another; any other question is about the present, and there a superseded memory
   ranks below the memories that replaced it (``revisions.py``, ``pipeline``).
-* **question**: the entry is itself a question (its text ends with ``?``). It helps on
-  LoCoMo, where such turns only ask, and hurts on LongMemEval, where a user turn states a
-  fact and then asks the assistant something; ``blend_question`` is 0 (off) by default.
+* **question**: the entry is itself a question (``is_question``: its text ends with
+  ``?`` and the question is most of it). Conversation turns that only ask hold no fact;
+  a user turn that states a fact and then asks the assistant something (LongMemEval's
+  evidence) is not one.
 
 Pure functions of the query and an entry's text and date; English only.
 """
@@ -221,8 +222,23 @@ def states_time(text: str) -> bool:
     return bool(_TIME.search(text or ""))
 
 
+_SENTENCE_END = re.compile(r"[.!?]+\s")
+
+
 def is_question(text: str) -> bool:
-    return (text or "").rstrip().endswith("?")
+    """The entry only asks: its text ends with ``?`` and that last sentence holds at least
+    half of its words ("Did they enjoy the campfire?", "Wow! What did you paint?"). A
+    text that states something at length and then asks ("I just got back from MoMA's
+    tour of Cubism ... Can you tell me more about its artists?") holds a fact, and is not
+    one."""
+    t = (text or "").rstrip()
+    if not t.endswith("?"):
+        return False
+    body = t.rstrip("?")
+    last = 0
+    for m in _SENTENCE_END.finditer(body):
+        last = m.end()
+    return 2 * len(_WORD.findall(body[last:].lower())) >= len(_WORD.findall(body.lower()))
 
 
 def signals(cues: QueryCues, text: str, created_at) -> dict[str, float]:

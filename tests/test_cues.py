@@ -48,6 +48,10 @@ def test_entry_cues():
     assert states_time("we went camping last weekend") and states_time("Shipped on Monday")
     assert not states_time("the lake was lovely") and not states_time(None)
     assert is_question("Did they enjoy the campfire?  ") and not is_question("They did.")
+    assert is_question("Wow! What did you paint?") and is_question("That sounds great, how did it feel?")
+    # a turn that states something at length and then asks holds a fact: not a question
+    assert not is_question("I just got back from a guided tour at MoMA about Cubism and it sparked "
+                           "my interest. Can you tell me more?")
     cues = analyze("When did we ship in June?")
     assert signals(cues, "shipped it yesterday", datetime(2023, 6, 3)) == {"time": 1.0, "date": 1.0, "question": 0.0,
                                                                          "phrase": 0.0, "ident": 0.0}
