@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from lethe_sql.cli_output import JsonOut, report_error
+from lethe_sql.cli.common import JsonOut, report_error
 
 DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic", "updates", "soak", "facts")
 DEFAULT_CONFIGS = ("bm25", "dense", "hybrid")

@@ -588,8 +588,7 @@ def reindex(root: Path, *, wait: bool = False):
 
 def _detached(args: list[str], cwd: Path, stdin: str | None = None):
     """``lethe ARGS`` in a detached process (its own session: it outlives the hook)."""
-    # Not `python -m lethe_sql.cli`: that runs the CLI as __main__, a second copy of the
-    # module whose --root the subcommands (which import lethe_sql.cli) would not see.
+    # the CLI's entry point in this Python, whatever `lethe` on PATH is
     cmd = [sys.executable, "-c", "from lethe_sql.cli import main; main()", *args]
     try:
         p = subprocess.Popen(

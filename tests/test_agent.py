@@ -144,7 +144,7 @@ def test_mine_bad_inputs_are_one_line_errors(home, tmp_path):
 
 
 def test_expand_prefixes_and_errors(project, tmp_path):
-    from lethe_sql.cli_agent import expand_entries
+    from lethe_sql.expand import expand_entries
     from lethe_sql.errors import UsageError
 
     write(project.memory_dir / "2026-11-03.md", "# d\n## 09:00 cache\nThe cache TTL is 300 s.\n## 09:05 db\nPool size 20.\n")
