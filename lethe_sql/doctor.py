@@ -238,7 +238,7 @@ def _lethe_plugin_dirs(plugins: Path) -> list[Path]:
 
 
 def check_claude() -> Check:
-    from lethe_sql.mine import claude_home
+    from lethe_sql.agents.mine import claude_home
 
     claude = shutil.which("claude")
     home = claude_home()
@@ -275,8 +275,8 @@ def check_claude() -> Check:
 def check_codex() -> Check:
     import tomllib
 
-    from lethe_sql.install import END
-    from lethe_sql.mine import codex_home
+    from lethe_sql.agents.install import END
+    from lethe_sql.agents.mine import codex_home
 
     cfg = codex_home() / "config.toml"
     codex = shutil.which("codex")

@@ -66,7 +66,7 @@ def mine_command(
     project. Each session becomes .lethe/memory/transcripts/<agent>-<session>.md; a manifest
     makes re-runs mine only what is new."""
     with errors():
-        from ..mine import mine
+        from ..agents.mine import mine
 
         with open_store() as store, progress(not json_out) as cb:
             report = mine(store, paths or [], any_project=any_project, progress=cb)
@@ -124,7 +124,7 @@ def _hook_recording(record, payload: str | None, wait: bool) -> None:
 @hook_app.command("session-start")
 def hook_session_start() -> None:
     """Claude Code SessionStart: create today's memory file, print recent memories (daily files and mined transcripts) as context."""
-    from ..hooks import session_start
+    from ..agents.hooks import session_start
 
     _hook(lambda: session_start(_payload(None)))
 
@@ -137,7 +137,7 @@ def hook_prompt() -> None:
     prompt_min_score, never superseded or forgotten ones, none twice in a session, within the
     session's budget (context_tokens, shared with session-start; prompt_tokens a prompt).
     Slash commands and very short prompts get nothing."""
-    from ..hooks import prompt
+    from ..agents.hooks import prompt
 
     _hook(lambda: prompt(_payload(None)))
 
@@ -147,7 +147,7 @@ def hook_pre_compact(
     wait: bool = typer.Option(False, "--wait", help="Reindex before returning instead of in the background."),
 ) -> None:
     """Claude Code PreCompact: record what the session was doing (its last exchanges) in today's file, then reindex."""
-    from ..hooks import pre_compact
+    from ..agents.hooks import pre_compact
 
     _hook_recording(pre_compact, None, wait)
 
@@ -157,7 +157,7 @@ def hook_stop(
     wait: bool = typer.Option(False, "--wait", help="Reindex before returning instead of in the background."),
 ) -> None:
     """Claude Code Stop: append a summary of the last exchange to today's file, then reindex."""
-    from ..hooks import stop
+    from ..agents.hooks import stop
 
     _hook_recording(stop, None, wait)
 
@@ -168,7 +168,7 @@ def hook_codex_notify(
     wait: bool = typer.Option(False, "--wait", help="Reindex before returning instead of in the background."),
 ) -> None:
     """Codex notify: record a summary of the completed turn, then reindex."""
-    from ..hooks import codex_notify
+    from ..agents.hooks import codex_notify
 
     _hook_recording(codex_notify, payload, wait)
 
@@ -176,7 +176,7 @@ def hook_codex_notify(
 @hook_app.command("reindex")
 def hook_reindex() -> None:
     """Index the project unless another reindex is running (single flight; used by the hooks)."""
-    from ..hooks import single_flight_index
+    from ..agents.hooks import single_flight_index
 
     _hook(lambda: ("reindexed" if single_flight_index(root()) else ""))
 
@@ -194,7 +194,7 @@ def install_codex_command(
     """Add lethe to Codex: a notify hook and the `lethe mcp` server in $CODEX_HOME/config.toml
     (between marker comments) and the recall skills in $CODEX_HOME/skills/ (default CODEX_HOME: ~/.codex)."""
     with errors():
-        from ..install import install_codex
+        from ..agents.install import install_codex
 
         report = install_codex(uninstall=uninstall, skills=not no_skills, mcp=not no_mcp)
         if json_out:
@@ -226,7 +226,7 @@ def enrich_command(
     Cached by (content hash, model): re-runs pay only for new entries. Entries are sent as
     indexed, i.e. with private spans and secrets already removed."""
     with errors():
-        from ..enrich import CONFIRM_USD, enrich, estimate_usd, make_client, pending
+        from ..agents.enrich import CONFIRM_USD, enrich, estimate_usd, make_client, pending
 
         with open_store(create=False) as store:
             if dry_run:
@@ -274,7 +274,7 @@ def mcp_command() -> None:
     list_projects; each with an input and an output schema. Ctrl-C ends it (status 130)."""
     with errors():
         try:
-            from ..mcp_server import serve
+            from ..agents.mcp_server import serve
         except ImportError as exc:
             raise UsageError(f"`lethe mcp` needs the mcp package (pip install 'mcp>=2'): {exc}") from None
         raise typer.Exit(serve(root()))

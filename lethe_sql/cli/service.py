@@ -98,7 +98,7 @@ class Service:
 
         with contextlib.suppress(Exception):
             shared_embedder().encode(["warm up"])
-        from .. import hooks
+        from ..agents import hooks
         from . import common
 
         hooks.BACKGROUND = self.schedule_index  # the hooks' reindex runs here, after the reply

@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import Field, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
-from .errors import LetheError
+from ..errors import LetheError
 
 INSTRUCTIONS = (
     "Long-term memory of this software project (lethe). Search it before answering questions about "
@@ -282,9 +282,9 @@ def build_server(root: Path, *, embedder=None):
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ToolAnnotations
 
-    from .expand import expand_entries
-    from .hits import hit_json
-    from .store import MemoryStore
+    from ..expand import expand_entries
+    from ..hits import hit_json
+    from ..store import MemoryStore
 
     root = Path(root).expanduser().resolve()
     server = _server_class()(name="lethe", instructions=INSTRUCTIONS, log_level="WARNING")
@@ -336,8 +336,8 @@ def build_server(root: Path, *, embedder=None):
     def search_memories(query: Query, scope: Scope = "project", top_k: TopK = 8) -> SearchResults:
         with _call():
             if scope == "all":
-                from . import federation
-                from .registry import Registry
+                from .. import federation
+                from ..registry import Registry
 
                 out = federation.search(Registry().select(None), query, embedder=_embedder(), top_k=top_k)
                 return {"results": [hit_json(c, out.judge) for c in out.results], "judge": out.judge}
@@ -390,7 +390,7 @@ def build_server(root: Path, *, embedder=None):
         annotations=_annotations("List projects", read_only=True, idempotent=True),
     )
     def list_projects() -> Projects:
-        from .registry import Registry
+        from ..registry import Registry
 
         with _call():
             return {"projects": [p.as_dict() for p in Registry().projects()]}
