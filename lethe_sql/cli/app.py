@@ -13,8 +13,7 @@ from typing import Optional
 import typer
 
 from .. import __version__
-from . import agents, config, curate, dedup, doctor, memory, models, projects, rif, tui
-from .bench import bench_command
+from . import agents, bench, config, curate, dedup, doctor, memory, models, projects, rif, tui
 from .common import LetheGroup, state
 
 ENV_HELP = (
@@ -67,7 +66,7 @@ for _command in (memory.init, memory.add, memory.index, memory.search, memory.ex
                  memory.status, memory.demo, memory.serve):
     app.command()(_command)
 app.command("doctor")(doctor.doctor_command)
-app.command("bench")(bench_command)
+app.command("bench", **bench.SETTINGS)(bench.bench_command)
 app.command("dedupe")(dedup.dedupe_command)
 app.command("forget")(curate.forget_command)
 app.command("list")(curate.list_command)

@@ -1,6 +1,6 @@
 """Abstain or inject: the prompt hook (``lethe hook prompt``) on the fixed prompt set.
 
-    python -m bench.hook_recall [--out bench/results/hook-prompt] [--target 0.05]
+    python -m lethe_bench.hook_recall [--out bench/results/hook-prompt] [--target 0.05]
 
 Per project of the update dev set (``bench/data/updates``): its memories are written
 as a user's folder and indexed; then every prompt of ``bench/data/prompts`` is searched
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     _, _, budget = context_budget(Settings())
     needed = load_needed()
     others = unrelated()
-    projects = updates.load(Path(__file__).resolve().parent / "data" / "updates")
+    projects = updates.load(Path(__file__).resolve().parent.parent / "data" / "updates")
     rows: list[dict] = []
     roots: dict[str, Path] = {}
     id_maps: dict[str, dict] = {}
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     tune = [r for r in rows if r["project"] in TUNE]
     report = [r for r in rows if r["project"] in REPORT]
-    result = {"command": "python -m bench.hook_recall " + " ".join(argv if argv is not None else sys.argv[1:]),
+    result = {"command": "python -m lethe_bench.hook_recall " + " ".join(argv if argv is not None else sys.argv[1:]),
               "target_unrelated_inject": args.target, "pool": hooks.PROMPT_POOL, "judge": hooks.PROMPT_JUDGE, "prompt_budget_tokens": budget,
               "n_needed": {"tune": sum(r["kind"] == "needed" for r in tune),
                            "report": sum(r["kind"] == "needed" for r in report)},

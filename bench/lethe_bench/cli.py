@@ -1,4 +1,5 @@
-"""``lethe bench``: the command (registered on the ``lethe`` app in ``lethe_sql/cli.py``).
+"""``lethe bench``: the command (registered on the ``lethe`` app by ``lethe_sql/cli/bench.py`` when this
+harness is installed).
 
 Heavy imports happen inside the command, so ``lethe --help`` stays fast.
 """
