@@ -11,7 +11,7 @@ import typer
 
 from ..errors import UsageError
 from ..expand import expand_entries
-from .common import JsonOut, err, errors, open_store, print_json, progress, root
+from .common import JsonOut, err, errors, open_store, print_json, print_report, progress, root
 
 hook_app = typer.Typer(
     help="Agent hooks (Claude Code plugin, Codex notify): each reads its JSON payload and never fails the agent.",
@@ -70,17 +70,12 @@ def mine_command(
 
         with open_store() as store, progress(not json_out) as cb:
             report = mine(store, paths or [], any_project=any_project, progress=cb)
-        for w in report.warnings:
-            err(f"warning: {w}")
-        if json_out:
-            print_json(report.as_dict())
-        else:
-            typer.echo(
-                f"mined {report.files} transcript(s) ({report.files_unchanged} unchanged): "
-                f"{report.added} new exchange(s), {report.skipped} skipped, {report.redacted} redaction(s); "
-                f"+{report.entries_added} entries"
-                + (f", {report.entries_absorbed} near-duplicate(s) collapsed" if report.entries_absorbed else "")
-            )
+        print_report(report, json_out, (
+            f"mined {report.files} transcript(s) ({report.files_unchanged} unchanged): "
+            f"{report.added} new exchange(s), {report.skipped} skipped, {report.redacted} redaction(s); "
+            f"+{report.entries_added} entries"
+            + (f", {report.entries_absorbed} near-duplicate(s) collapsed" if report.entries_absorbed else "")
+        ))
 
 
 # -- hooks -------------------------------------------------------------------------------
@@ -254,14 +249,10 @@ def enrich_command(
             with progress(not json_out) as cb:
                 report = enrich(store, model=model, limit=limit, concurrency=concurrency, client=client,
                                 confirm=confirm, progress=cb)
-        for w in report.warnings:
-            err(f"warning: {w}")
-        if json_out:
-            print_json(report.as_dict())
-        else:
-            typer.echo(f"enriched {report.enriched} of {report.pending} entr{'y' if report.pending == 1 else 'ies'} "
-                       f"with {model} ({report.cached} cached, {report.failed} failed): "
-                       f"{report.input_tokens} + {report.output_tokens} tokens, about ${report.cost_usd:.2f}")
+        print_report(report, json_out,
+                     f"enriched {report.enriched} of {report.pending} entr{'y' if report.pending == 1 else 'ies'} "
+                     f"with {model} ({report.cached} cached, {report.failed} failed): "
+                     f"{report.input_tokens} + {report.output_tokens} tokens, about ${report.cost_usd:.2f}")
 
 
 # -- mcp ---------------------------------------------------------------------------------

@@ -64,6 +64,17 @@ def err(msg: str) -> None:
     typer.echo(f"lethe: {msg}", err=True)
 
 
+def print_report(report, json_out: bool, text: str) -> None:
+    """A command's report (``warnings``, ``as_dict()``): its warnings on stderr, then the
+    report as JSON or the line of text."""
+    for w in report.warnings:
+        err(f"warning: {w}")
+    if json_out:
+        print_json(report.as_dict())
+    else:
+        typer.echo(text)
+
+
 def report_error(message: str, kind: str) -> None:
     """Say an error the way the command line asked: JSON on stdout, else one line on stderr."""
     if wants_json():

@@ -14,7 +14,7 @@ import typer
 
 from ..hits import hit_json, rerank_note
 from ..settings import MAX_COUNT
-from .common import JsonOut, err, errors, hit_lines, open_store, print_json, progress, state
+from .common import JsonOut, errors, hit_lines, open_store, print_json, print_report, progress, state
 
 
 def init(json_out: JsonOut = False) -> None:
@@ -72,23 +72,18 @@ def index(
             from ..registry import register_quietly
 
             report.warnings.extend(w for w in [register_quietly(store.root)[1]] if w)
-        for w in report.warnings:
-            err(f"warning: {w}")
-        if json_out:
-            print_json(report.as_dict())
-        else:
-            typer.echo(
-                f"indexed {report.files_indexed} file(s), {report.files_unchanged} unchanged, "
-                f"{report.files_removed} removed, {report.files_skipped} skipped: "
-                f"+{report.entries_added} -{report.entries_removed} entries, "
-                f"{report.entries_total} in total ({report.seconds:.2f} s)"
-                + (f"; {report.entries_absorbed} duplicate(s) absorbed (lethe dedupe --list)"
-                   if report.entries_absorbed else "")
-                + (f"; {report.revisions_detected} revision(s) detected" if report.revisions_detected else "")
-                + (f"; {report.entries_restored} memories an older near-duplicate rule had merged are back"
-                   if report.entries_restored else "")
-                + (f"; {report.redacted} secret(s)/private span(s) kept out of the index" if report.redacted else "")
-            )
+        print_report(report, json_out, (
+            f"indexed {report.files_indexed} file(s), {report.files_unchanged} unchanged, "
+            f"{report.files_removed} removed, {report.files_skipped} skipped: "
+            f"+{report.entries_added} -{report.entries_removed} entries, "
+            f"{report.entries_total} in total ({report.seconds:.2f} s)"
+            + (f"; {report.entries_absorbed} duplicate(s) absorbed (lethe dedupe --list)"
+               if report.entries_absorbed else "")
+            + (f"; {report.revisions_detected} revision(s) detected" if report.revisions_detected else "")
+            + (f"; {report.entries_restored} memories an older near-duplicate rule had merged are back"
+               if report.entries_restored else "")
+            + (f"; {report.redacted} secret(s)/private span(s) kept out of the index" if report.redacted else "")
+        ))
 
 
 def search(
