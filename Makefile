@@ -9,11 +9,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test install clean bench-smoke
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml bench/pyproject.toml Makefile
 	@echo "make: installing lethe-sql and its dependencies into $(VENV) (pip's log: $(VENV)/install.log)"
 	@$(PYTHON) -m venv $(VENV)
 	@{ $(BIN)/python -m pip install --upgrade pip && \
-	   $(BIN)/python -m pip install -e '.[test,bench]'; } > $(VENV)/install.log 2>&1 \
+	   $(BIN)/python -m pip install -e '.[test]' -e ./bench; } > $(VENV)/install.log 2>&1 \
 	 || { tail -n 30 $(VENV)/install.log; echo "make: pip failed; the whole log is $(VENV)/install.log"; exit 1; }
 	@touch $(STAMP)
 

@@ -62,7 +62,8 @@ def fingerprint() -> str:
 
     h = zlib.crc32(f"{__version__}|{PKG}".encode())
     parent = os.path.dirname(PKG)
-    for folder in (PKG, os.path.join(parent, "sql"), os.path.join(parent, "migrations"),
+    for folder in (PKG, os.path.join(PKG, "cli"), os.path.join(PKG, "agents"), os.path.join(parent, "sql"),
+                   os.path.join(parent, "migrations"),
                    os.path.join(PKG, "sql"), os.path.join(PKG, "migrations")):
         try:
             names = sorted(n for n in os.listdir(folder) if n.endswith((".py", ".sql")))
@@ -129,7 +130,7 @@ def start_service() -> None:
 
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "lethe_sql.service"],
+            [sys.executable, "-m", "lethe_sql.cli.service"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True, cwd="/",
         )

@@ -20,12 +20,9 @@ import shlex
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import typer
-
-from .cli_output import JsonOut
 
 #: How long the project check waits for a database another process is writing.
 LOCK_TIMEOUT_S = 2.0
@@ -241,7 +238,7 @@ def _lethe_plugin_dirs(plugins: Path) -> list[Path]:
 
 
 def check_claude() -> Check:
-    from lethe_sql.mine import claude_home
+    from lethe_sql.agents.mine import claude_home
 
     claude = shutil.which("claude")
     home = claude_home()
@@ -278,8 +275,8 @@ def check_claude() -> Check:
 def check_codex() -> Check:
     import tomllib
 
-    from lethe_sql.install import END
-    from lethe_sql.mine import codex_home
+    from lethe_sql.agents.install import END
+    from lethe_sql.agents.mine import codex_home
 
     cfg = codex_home() / "config.toml"
     codex = shutil.which("codex")
@@ -322,28 +319,3 @@ def run_checks(start: Path | None = None) -> list[Check]:
 
 def failed(checks: list[Check]) -> list[Check]:
     return [c for c in checks if c.status == "fail"]
-
-
-def doctor_command(json_out: JsonOut = False) -> None:
-    """Check the installation: lethe on PATH, the models, this project's index, the Claude Code
-    plugin and the Codex config; each problem comes with the command that fixes it. Exit
-    status 1 when something lethe needs is missing (optional things are warnings)."""
-    from . import __version__
-    from .cli import _print_json, state
-
-    checks = run_checks(state.root)
-    bad = failed(checks)
-    if json_out:
-        _print_json({"ok": not bad, "version": __version__, "checks": [asdict(c) for c in checks]})
-    else:
-        typer.echo(f"lethe doctor (lethe-sql {__version__}, Python {sys.version.split()[0]})")
-        for c in checks:
-            typer.echo(f"{c.status:<5} {c.title:<14} {c.detail}")
-            if c.fix and c.status != "ok":
-                typer.echo(f"{'':20} fix: {c.fix}")
-        warns = sum(c.status == "warn" for c in checks)
-        typer.echo(f"{len(bad)} needed check{'s' if len(bad) != 1 else ''} failed" if bad
-                   else "everything lethe needs works" + (f" ({warns} optional warning{'s' if warns != 1 else ''})"
-                                                          if warns else ""))
-    if bad:
-        raise typer.Exit(1)

@@ -1,5 +1,5 @@
 """Errors that carry a one-line message fit to show a user as is, and the JSON shape every
-``lethe ... --json`` command gives an error (``error_object``; printed by ``cli_output``)."""
+``lethe ... --json`` command gives an error (``error_object``; printed by ``lethe_sql.cli.common``)."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def test_mine_bad_inputs_are_one_line_errors(home, tmp_path):
 
 
 def test_expand_prefixes_and_errors(project, tmp_path):
-    from lethe_sql.cli_agent import expand_entries
+    from lethe_sql.expand import expand_entries
     from lethe_sql.errors import UsageError
 
     write(project.memory_dir / "2026-11-03.md", "# d\n## 09:00 cache\nThe cache TTL is 300 s.\n## 09:05 db\nPool size 20.\n")
@@ -210,7 +210,7 @@ def test_hooks_do_nothing_outside_a_project_and_never_fail(tmp_path, cli_env):
 
 
 def test_session_start_context_is_budgeted(tmp_path, monkeypatch):
-    from lethe_sql.hooks import session_start
+    from lethe_sql.agents.hooks import session_start
 
     root = tmp_path / "p"
     (root / ".lethe" / "memory").mkdir(parents=True)
@@ -227,7 +227,7 @@ def test_session_start_context_is_budgeted(tmp_path, monkeypatch):
 
 
 def test_single_flight_reindex(project):
-    from lethe_sql.hooks import single_flight_index
+    from lethe_sql.agents.hooks import single_flight_index
 
     project.close()
     idx = project.lethe_dir / "index"
@@ -243,7 +243,7 @@ def test_single_flight_reindex(project):
     project.close()
 
     # the hooks' way: a detached `lethe hook reindex` process
-    from lethe_sql.hooks import reindex
+    from lethe_sql.agents.hooks import reindex
 
     write(project.memory_dir / "2026-11-04.md", "## a\nsingle flight memory\n## b\nindexed in the background\n")
     assert reindex(project.root).wait(timeout=120) == 0
@@ -316,7 +316,7 @@ def test_plugin_layout_and_skills():
 
 
 def test_auto_init_makes_a_project_like_lethe_init(tmp_path, monkeypatch):
-    from lethe_sql.hooks import project_root
+    from lethe_sql.agents.hooks import project_root
 
     assert project_root(str(tmp_path)) is None
     monkeypatch.setenv("LETHE_HOOK_AUTO_INIT", "1")
@@ -328,8 +328,8 @@ def test_the_summariser_is_sent_no_private_span_and_no_secret(tmp_path, monkeypa
     """`claude -p` (here a stand-in that keeps its stdin) gets the exchange scrubbed."""
     import sys
 
-    from lethe_sql.hooks import llm_summary
-    from lethe_sql.mine import Exchange
+    from lethe_sql.agents.hooks import llm_summary
+    from lethe_sql.agents.mine import Exchange
 
     seen = tmp_path / "prompt.txt"
     script = write(tmp_path / "summarise.py",

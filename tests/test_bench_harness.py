@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lethe_sql.bench import configs as C
-from lethe_sql.bench import synthetic
-from lethe_sql.bench.data import BenchData, Corpus, Item, Query
-from lethe_sql.bench.embedders import CachedEmbedder, random_unit_vectors
+from lethe_bench import configs as C
+from lethe_bench import synthetic
+from lethe_bench.data import BenchData, Corpus, Item, Query
+from lethe_bench.embedders import CachedEmbedder, random_unit_vectors
 from lethe_sql.errors import UsageError
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -143,14 +143,14 @@ def _tiny_bench(tmp_path) -> BenchData:
 
 
 def _opts(tmp_path, names=("bm25", "dense", "hybrid"), **kw):
-    from lethe_sql.bench.runner import Options
+    from lethe_bench.runner import Options
 
     kw = {"cold": False, "latency_queries": 3, "workdir": tmp_path, "command": "lethe bench test"} | kw
     return Options(configs=C.resolve(list(names)), embedder=FakeEmbedder(), **kw)
 
 
 def test_runner_scores_entries_and_reports_shape(tmp_path):
-    from lethe_sql.bench.runner import run
+    from lethe_bench.runner import run
 
     r = run(_tiny_bench(tmp_path), _opts(tmp_path))
     assert r["dataset"] == "locomo" and r["protocol"] == "turn-global" and r["n_queries"] == 4
@@ -177,7 +177,7 @@ def test_runner_scores_entries_and_reports_shape(tmp_path):
 
 def test_relevance_never_reaches_the_index(tmp_path):
     from lethe_sql import MemoryStore
-    from lethe_sql.bench.runner import build_store
+    from lethe_bench.runner import build_store
 
     bench = _tiny_bench(tmp_path)
     store = MemoryStore(tmp_path / "p", embedder=FakeEmbedder())
@@ -193,15 +193,15 @@ def test_relevance_never_reaches_the_index(tmp_path):
 
 
 def test_baseline_must_be_run(tmp_path):
-    from lethe_sql.bench.runner import run
+    from lethe_bench.runner import run
 
     with pytest.raises(UsageError, match="baseline 'hybrid'"):
         run(_tiny_bench(tmp_path), _opts(tmp_path, ("bm25",), baseline="hybrid"))
 
 
 def test_report_files(tmp_path):
-    from lethe_sql.bench import report
-    from lethe_sql.bench.runner import run
+    from lethe_bench import report
+    from lethe_bench.runner import run
 
     r = run(_tiny_bench(tmp_path), _opts(tmp_path))
     per_query = r.pop("per_query")
@@ -215,8 +215,8 @@ def test_report_files(tmp_path):
 
 @pytest.mark.skipif(not (SHARED_DATA / "locomo" / "locomo-dev7.json.gz").exists(), reason="LoCoMo data absent")
 def test_sql_bm25_matches_an_independent_bm25_on_locomo(tmp_path):
-    from lethe_sql.bench import locomo
-    from lethe_sql.bench.runner import run
+    from lethe_bench import locomo
+    from lethe_bench.runner import run
 
     bench = locomo.load(SHARED_DATA / "locomo" / "locomo-dev7.json.gz", limit_conversations=1)
     r = run(bench, _opts(tmp_path, ("bm25",), pool_diagnostic=False, latency_queries=1))
@@ -241,7 +241,7 @@ class FakeFullEmbedder(FakeEmbedder):
 
 
 def test_late_interaction_config_runs_over_the_token_index(tmp_path):
-    from lethe_sql.bench.runner import run
+    from lethe_bench.runner import run
 
     if "hybrid+li" not in C.REGISTRY or C.REGISTRY["hybrid+li"].missing():
         pytest.skip("no judged pipeline in this lethe-sql")
@@ -255,7 +255,7 @@ def test_late_interaction_config_runs_over_the_token_index(tmp_path):
 
 
 def test_late_interaction_without_token_vectors_is_an_error(tmp_path):
-    from lethe_sql.bench.runner import run
+    from lethe_bench.runner import run
     from lethe_sql.errors import LetheError
 
     if "hybrid+li" not in C.REGISTRY or C.REGISTRY["hybrid+li"].missing():
@@ -267,7 +267,7 @@ def test_late_interaction_without_token_vectors_is_an_error(tmp_path):
 def test_random_vectors_come_with_a_token_index_of_real_size(embedder):
     """RandomVectorEmbedder.encode_full: one random unit vector per real wordpiece, the
     same for the same text; after use_model() the real model answers."""
-    from lethe_sql.bench.embedders import RandomVectorEmbedder
+    from lethe_bench.embedders import RandomVectorEmbedder
 
     texts = ["the staging port moved to 5433", "", "Ada reviewed the rosmiroshal alert twice"]
     r = RandomVectorEmbedder(lambda: embedder, embedder.model_id, seed=3)
@@ -286,7 +286,7 @@ def test_random_vectors_come_with_a_token_index_of_real_size(embedder):
 
 
 def test_random_ingest_slices_never_split_a_session():
-    from lethe_sql.bench import perf
+    from lethe_bench import perf
 
     items = list(synthetic.generate(3000, 0))
     docs = list(range(len(items)))
@@ -308,7 +308,7 @@ def test_federation_bench_runs_end_to_end(tmp_path):
     index), both sides searched, the same top 10 (a session-11 change once broke its build)."""
     out = tmp_path / "fed"
     proc = subprocess.run(
-        [sys.executable, "-m", "lethe_sql.bench.federation", "--projects", "2", "--per-project", "40", "--queries", "2",
+        [sys.executable, "-m", "lethe_bench.federation", "--projects", "2", "--per-project", "40", "--queries", "2",
          "--warmup", "1", "--attach-every", "1", "--seed", "0", "--out", str(out), "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
         env=dict(os.environ, HOME=str(tmp_path / "home")),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lethe_sql.bench import beir, locomo, longmemeval
-from lethe_sql.bench.data import sha256_file
+from lethe_bench import beir, locomo, longmemeval
+from lethe_bench.data import sha256_file
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from lethe_sql.bench import metrics as M
-from lethe_sql.bench import stats
+from lethe_bench import metrics as M
+from lethe_bench import stats
 
 
 def test_ndcg_graded_by_hand():

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import pytest
 from test_bench_harness import FakeFullEmbedder
 
-from lethe_sql.bench import configs as C
-from lethe_sql.bench import runner as R
-from lethe_sql.bench.data import BenchData, Corpus, Item, Query
+from lethe_bench import configs as C
+from lethe_bench import runner as R
+from lethe_bench.data import BenchData, Corpus, Item, Query
 from lethe_sql.errors import UsageError
 
 WORDS = ["dog", "beach", "violin", "garden", "pizza", "chess", "river", "paint", "hike", "jazz", "kayak", "lemon"]
@@ -234,7 +234,7 @@ def test_split_refuses_to_score_a_query_it_learned_from(tmp_path, monkeypatch):
 
 def test_report_has_the_learning_section(tmp_path):
     _need_pipeline()
-    from lethe_sql.bench import report
+    from lethe_bench import report
 
     r = R.run(_bench(tmp_path), _opts(tmp_path, ["hybrid+li", "hybrid+li+rif"], learning="prequential",
                                       baseline="hybrid+li"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from lethe_sql.bench import soak
+from lethe_bench import soak
 from lethe_sql.errors import UsageError
 
 LETHE = Path(sys.executable).parent / "lethe"

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from conftest import BIN, write
 from lethe_sql.cli import app
-from lethe_sql.cli_output import JSON_HELP
+from lethe_sql.cli.common import JSON_HELP
 
 #: commands that print no data of their own: an MCP server (JSON-RPC on stdio), the hooks
 #: (they print what the agent reads, never fail), the terminal UI

@@ -151,7 +151,7 @@ def test_a_retried_add_whose_first_attempt_was_written_but_not_indexed_is_one_me
 
 def test_the_stop_hooks_reindex_keeps_its_mark_when_the_index_fails(project, monkeypatch):
     from lethe_sql.errors import DatabaseLocked
-    from lethe_sql.hooks import single_flight_index
+    from lethe_sql.agents.hooks import single_flight_index
     from lethe_sql.store import MemoryStore
 
     project.close()

@@ -119,7 +119,7 @@ def test_help_documents_the_environment():
 
 def test_every_key_is_documented():
     from conftest import REPO
-    from lethe_sql.config_cli import DESCRIPTIONS, keys
+    from lethe_sql.config import DESCRIPTIONS, keys
 
     doc = (REPO / "docs" / "config.md").read_text(encoding="utf-8")
     for key in keys():

@@ -8,7 +8,7 @@ import httpx2
 import pytest
 
 from conftest import BIN, write
-from lethe_sql.enrich import enrich
+from lethe_sql.agents.enrich import enrich
 from lethe_sql.errors import LetheError
 
 LETHE = str(BIN / "lethe")

@@ -62,7 +62,7 @@ def proj(tmp_path, embedder, monkeypatch):
 
 
 def ask(root: Path, text: str, session: str = "s1") -> str:
-    from lethe_sql.hooks import prompt
+    from lethe_sql.agents.hooks import prompt
 
     return prompt({"session_id": session, "transcript_path": "", "cwd": str(root),
                    "hook_event_name": "UserPromptSubmit", "prompt": text})
@@ -73,7 +73,7 @@ def context(out: str) -> str:
 
 
 def record(root: Path, session: str) -> dict:
-    from lethe_sql.hookstate import session_key, sessions_dir
+    from lethe_sql.agents.hookstate import session_key, sessions_dir
 
     return json.loads((sessions_dir(root) / f"{session_key(session)}.json").read_text())
 
@@ -94,7 +94,7 @@ def test_prompt_hook_process_injects_the_relevant_memory(proj, cli_env):
 
 
 def test_prompt_hook_abstains_when_nothing_is_relevant(proj):
-    from lethe_sql import hooks
+    from lethe_sql.agents import hooks
     from lethe_sql.settings import load_settings
 
     s = load_settings(proj)
@@ -107,7 +107,7 @@ def test_prompt_hook_abstains_when_nothing_is_relevant(proj):
 
 
 def test_short_prompts_and_slash_commands_get_nothing(proj):
-    from lethe_sql.hooks import prompt_query
+    from lethe_sql.agents.hooks import prompt_query
 
     assert prompt_query("yes go on") is None and prompt_query("/compact keep the db notes") is None
     assert prompt_query("  ") is None
@@ -128,7 +128,7 @@ def test_no_memory_twice_in_a_session_but_again_in_a_new_one(proj):
 
 
 def test_superseded_memory_is_never_injected(proj, monkeypatch):
-    from lethe_sql import hooks
+    from lethe_sql.agents import hooks
     from lethe_sql.settings import load_settings
 
     monkeypatch.setattr(hooks, "PROMPT_TOP_K", 5)  # every memory of the project is a result
@@ -148,13 +148,13 @@ def test_forgotten_memory_is_never_injected(proj, embedder):
     with MemoryStore(proj, embedder=embedder) as store:
         forget(store, query="npm run dev serves")
     assert "Vite" not in context(ask(proj, "Which port does the Vite dev server for the web client use?", "f2"))
-    from lethe_sql.hooks import session_start
+    from lethe_sql.agents.hooks import session_start
 
     assert "Vite" not in context(session_start({"cwd": str(proj), "session_id": "f3"}))
 
 
 def test_one_budget_per_session_shared_with_session_start(proj, monkeypatch):
-    from lethe_sql.hooks import session_start
+    from lethe_sql.agents.hooks import session_start
 
     # session start may use the whole session's budget: the prompts then get nothing
     monkeypatch.setenv("LETHE_CONTEXT_TOKENS", "120")
@@ -189,8 +189,8 @@ def test_one_budget_per_session_shared_with_session_start(proj, monkeypatch):
 
 def test_session_start_includes_mined_memories_newest_first_and_the_prompt_does_not_repeat_them(proj, tmp_path):
     from lethe_sql import MemoryStore
-    from lethe_sql.hooks import session_start
-    from lethe_sql.mine import mine
+    from lethe_sql.agents.hooks import session_start
+    from lethe_sql.agents.mine import mine
 
     t = write(tmp_path / "t" / "m1.jsonl", jl(claude_rows("m1", str(proj), [
         ("Where do the feature flags live?", "Feature flags live in config/flags.yaml and are read by flagd on port 8013.")])))
@@ -215,7 +215,7 @@ def test_session_start_includes_mined_memories_newest_first_and_the_prompt_does_
 
 
 def test_session_records_are_safe_under_concurrent_hooks(tmp_path):
-    from lethe_sql.hookstate import session_state
+    from lethe_sql.agents.hookstate import session_state
 
     root = tmp_path / "p"
     (root / ".lethe" / "index").mkdir(parents=True)
@@ -240,7 +240,7 @@ def test_session_records_are_bounded(tmp_path, monkeypatch):
     import os
     import time
 
-    from lethe_sql import hookstate
+    from lethe_sql.agents import hookstate
 
     root = tmp_path / "p"
     monkeypatch.setattr(hookstate, "MAX_SESSIONS", 5)
@@ -258,7 +258,7 @@ def test_session_records_are_bounded(tmp_path, monkeypatch):
 
 
 def _compact(root: Path, transcript: Path, session: str = "c-1", wait: bool = True, trigger: str = "auto") -> str:
-    from lethe_sql.hooks import pre_compact
+    from lethe_sql.agents.hooks import pre_compact
 
     return pre_compact({"session_id": session, "transcript_path": str(transcript), "cwd": str(root),
                         "hook_event_name": "PreCompact", "trigger": trigger, "custom_instructions": ""}, wait=wait)
@@ -324,7 +324,8 @@ def test_prompt_hook_waits_briefly_for_a_busy_index_then_gives_nothing(proj):
 def test_prompt_hook_reads_through_an_index_its_process_holds(proj, embedder, monkeypatch):
     """In `lethe serve`, a project the service holds open (for writing) is read through
     that store: a second connection there would wait for the service's own lock."""
-    from lethe_sql import MemoryStore, hooks
+    from lethe_sql import MemoryStore
+    from lethe_sql.agents import hooks
 
     store = MemoryStore(proj, embedder=embedder)
     store.con  # open for writing: the exclusive lock is held

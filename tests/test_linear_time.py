@@ -29,8 +29,9 @@ from datetime import datetime
 
 import pytest
 
-from lethe_sql import cues, hooks, markdown, mine, privacy, revisions
-from lethe_sql.mine import Exchange
+from lethe_sql import cues, markdown, privacy, revisions
+from lethe_sql.agents import hooks, mine
+from lethe_sql.agents.mine import Exchange
 
 # Adversarial units, repeated to the size measured: each is the start of some pattern
 # whose end never comes (or comes only at the very end of the text).
@@ -136,7 +137,7 @@ def test_user_text_paths_run_in_linear_time(name):
     assert_linear(ENTRY_POINTS[name], name)
 
 
-MODULES = ["privacy", "markdown", "cues", "mine", "hooks", "revisions", "curate"]
+MODULES = ["privacy", "markdown", "cues", "agents.mine", "agents.hooks", "revisions", "curate"]
 
 
 def _patterns():

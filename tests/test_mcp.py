@@ -22,7 +22,7 @@ def _data(result):
 def test_mcp_tools_over_a_client_session(project, embedder, tmp_path, monkeypatch):
     from mcp import Client
 
-    from lethe_sql.mcp_server import build_server
+    from lethe_sql.agents.mcp_server import build_server
 
     monkeypatch.setenv("LETHE_HOME", str(tmp_path / "lethe-home"))
     write(project.memory_dir / "2026-11-08.md", "## 10:00 ci\nThe nightly build runs on the arm64 runner.\n")

@@ -208,7 +208,7 @@ def test_revisions_of_a_memory_is_its_chain(project):
 
 
 def test_session_start_never_injects_a_superseded_memory(project):
-    from lethe_sql.hooks import recent_context
+    from lethe_sql.agents.hooks import recent_context
 
     write(project.memory_dir / "2026-03-01.md", f"## 09:00 db port\n{OLD}\n")
     write(project.memory_dir / "2026-03-09.md", f"## 10:30 db port\n{NEW}\n## 11:00 declared\n"

@@ -60,12 +60,15 @@ def test_wheel_contains_the_resource_folders(installed):
         "lethe_sql/sql/bm25.sql",
         "lethe_sql/migrations/001_initial.sql",
         "lethe_sql/udfs/embed.py",
-        "lethe_sql/bench/__init__.py",
         "lethe_sql/skills/recall/SKILL.md",
         "lethe_sql/skills/recall-global/SKILL.md",
     ]:
         assert expected in names
     assert any(n.startswith("lethe_sql/sample/memory/") and n.endswith(".md") for n in names)
+    # the benchmark harness is a sibling distribution (bench/pyproject.toml), the research
+    # scripts are in none: no module of either is in the product's wheel
+    bench = [n for n in names if "bench" in n.split("/")[0] or n.startswith("lethe_sql/bench/") or "lever" in n]
+    assert bench == [], bench
 
 
 def test_the_venv_holds_its_own_complete_install(installed, tmp_path):

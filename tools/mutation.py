@@ -16,7 +16,7 @@ when every test passes. Score = killed / (killed + survived).
 Before the mutations, each test set runs once unmutated on its copy (all mapped files):
 it must pass, or the check stops (a test failing anyway would count as a kill). Runs are
 sequential and niced; nothing is written to the repository except ``--report``. Not part
-of the installed package (``lethe_sql.bench`` is): run it from a source checkout with the
+of any installed distribution (``bench/``, the harness ``lethe_bench``, is a sibling one): run it from a source checkout with the
 project's virtual environment.
 """
 
@@ -159,9 +159,9 @@ def make_copy(dest: Path, tests_at: str | None) -> None:
         out = dest / f
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, out)
-    # the editable install maps lethe_sql.udfs and lethe_sql.bench to folders beside the
-    # package: link them inside so that the copy imports only its own code
-    for name in ("udfs", "bench"):
+    # the editable install maps lethe_sql.udfs to a folder beside the package: link it
+    # inside so that the copy imports only its own code
+    for name in ("udfs",):
         link = dest / "lethe_sql" / name
         if not link.exists():
             link.symlink_to(Path("..") / name, target_is_directory=True)

@@ -43,8 +43,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from ..privacy import scrub
 from .mine import SUMMARY_MARKER, Exchange, read_transcript
-from .privacy import scrub
 
 NESTED_ENV = "LETHE_HOOK_NESTED"  # set for the `claude -p` child: its own hooks do nothing
 CHARS_PER_TOKEN = 4
@@ -61,14 +61,14 @@ def _warn(msg: str) -> None:
 
 def project_root(cwd: str | None) -> Path | None:
     """The project a hook acts in: the nearest folder holding ``.lethe``, or None."""
-    from .store import LETHE_DIR, find_root
+    from ..store import LETHE_DIR, find_root
 
     start = Path(cwd or os.getcwd())
     root = find_root(start)
     if (root / LETHE_DIR).is_dir():
         return root
     if os.environ.get("LETHE_HOOK_AUTO_INIT") == "1":
-        from .store import MemoryStore
+        from ..store import MemoryStore
 
         root = start.expanduser().resolve()
         MemoryStore(root).init()  # as `lethe init` (with its .gitignore), no database yet
@@ -140,8 +140,8 @@ def recent_memories(root: Path):
     that stops early reads only the newest files."""
     import heapq
 
-    from .markdown import parse
-    from .revisions import read_sidecar
+    from ..markdown import parse
+    from ..revisions import read_sidecar
 
     stale = read_sidecar(root / ".lethe" / "index")
     short = [t for t in stale if len(t) < 16]
@@ -208,7 +208,7 @@ def recent_context(root: Path, budget_tokens: int, skip: set[str] | frozenset = 
 
 
 def _settings(root: Path):
-    from .settings import load_settings
+    from ..settings import load_settings
 
     return load_settings(root)
 
@@ -283,7 +283,7 @@ def recall(root: Path, query: str, settings, *, top_k: int | None = None):
     """The search of the prompt hook: read-only (never the write lock), learns nothing,
     the late-interaction judge (the cross-encoder costs about 350 ms), waiting at most
     ``PROMPT_LOCK_WAIT`` for a writer. Returns the search's results (``pipeline.Outcome``)."""
-    from .store import MemoryStore
+    from ..store import MemoryStore
 
     k = max(top_k or PROMPT_TOP_K, 1)
     s = settings.with_(top_k=k, depth=max(PROMPT_POOL, k), k_shallow=max(PROMPT_POOL, k), k_deep=max(PROMPT_POOL, k))
@@ -333,9 +333,9 @@ def prompt_context(hits: list, seen: set[str], budget_tokens: int) -> tuple[str,
 def prompt(payload: dict) -> str:
     """Claude Code UserPromptSubmit: the memories relevant to the prompt as additional
     context (JSON), or '' (nothing relevant, nothing new, budget spent, no index)."""
-    from .errors import DatabaseLocked, NotAProject
+    from ..errors import DatabaseLocked, NotAProject
     from .hookstate import session_state, tokens
-    from .revisions import read_sidecar
+    from ..revisions import read_sidecar
 
     if os.environ.get(NESTED_ENV):
         return ""
@@ -441,7 +441,7 @@ def stop_section(session: str, turn: int, summary: str, when: datetime, agent: s
 def record_exchange(root: Path, session: str, turn: int, ex: Exchange, agent: str = "claude") -> Path | None:
     """Append the summary of ``ex`` to today's file once; returns the file or None when already there."""
     from .mine import _SAFE
-    from .store import append_section
+    from ..store import append_section
 
     now = datetime.now()
     path = today_file(root, now)
@@ -523,7 +523,7 @@ def pre_compact(payload: dict, *, wait: bool = False) -> str:
     extractive: the agent waits for compaction) in today's file once per session and
     compaction, then reindex in the background; returns a status line."""
     from .mine import _SAFE
-    from .store import append_section
+    from ..store import append_section
 
     target = _transcript_target(payload)
     if isinstance(target, str):
@@ -588,8 +588,7 @@ def reindex(root: Path, *, wait: bool = False):
 
 def _detached(args: list[str], cwd: Path, stdin: str | None = None):
     """``lethe ARGS`` in a detached process (its own session: it outlives the hook)."""
-    # Not `python -m lethe_sql.cli`: that runs the CLI as __main__, a second copy of the
-    # module whose --root the subcommands (which import lethe_sql.cli) would not see.
+    # the CLI's entry point in this Python, whatever `lethe` on PATH is
     cmd = [sys.executable, "-c", "from lethe_sql.cli import main; main()", *args]
     try:
         p = subprocess.Popen(
@@ -616,8 +615,8 @@ def single_flight_index(root: Path, *, attempts: int = 5) -> bool:
     Returns whether this process did the work."""
     import time
 
-    from .errors import LetheError
-    from .store import MemoryStore
+    from ..errors import LetheError
+    from ..store import MemoryStore
 
     idx = root / ".lethe" / "index"
     idx.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@
 * ``unrelated.txt`` (written by hand): generic coding requests about other subjects,
   one a line, that no project of the dev set has a memory about.
 
-    python -m bench.hook_prompts            # rewrites bench/data/prompts/needed.json
+    python -m lethe_bench.hook_prompts            # rewrites bench/data/prompts/needed.json
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent  # bench/: its data/ folder
 UPDATES = HERE / "data" / "updates"
 OUT = HERE / "data" / "prompts"
 

@@ -1,6 +1,6 @@
 """``lethe projects`` (the global registry), ``lethe search --all/--projects`` and ``lethe sql``.
 
-Registered on the ``lethe`` app in ``lethe_sql/cli.py``; heavy imports stay inside the
+Registered on the ``lethe`` app in ``lethe_sql/cli/app.py``; heavy imports stay inside the
 commands so ``lethe --help`` stays fast.
 """
 
@@ -15,7 +15,8 @@ from typing import Optional
 
 import typer
 
-from .cli_output import JsonOut
+from ..hits import hit_json, rerank_note
+from .common import JsonOut, errors, hit_lines, print_json, state
 
 projects_app = typer.Typer(
     help="The global registry of projects ($LETHE_HOME/projects.json, default ~/.lethe): "
@@ -25,23 +26,17 @@ projects_app = typer.Typer(
 )
 
 
-def _cli():
-    from . import cli
-
-    return cli
-
 
 @projects_app.command("list")
 def projects_list(json_out: JsonOut = False) -> None:
     """List registered projects: slug, root, registration time, whether the index exists."""
-    c = _cli()
-    with c._errors():
-        from .registry import Registry
+    with errors():
+        from ..registry import Registry
 
         reg = Registry()
         rows = [p.as_dict() | {"indexed": p.db_path.is_file(), "exists": Path(p.root).is_dir()} for p in reg.projects()]
         if json_out:
-            c._print_json(rows)
+            print_json(rows)
             return
         if not rows:
             typer.echo(f"no projects registered in {reg.path}")
@@ -58,13 +53,12 @@ def projects_add(
     json_out: JsonOut = False,
 ) -> None:
     """Register a project root."""
-    c = _cli()
-    with c._errors():
-        from .registry import Registry
+    with errors():
+        from ..registry import Registry
 
         p, new = Registry().add(path)
         if json_out:
-            c._print_json(p.as_dict() | {"added": new})
+            print_json(p.as_dict() | {"added": new})
         else:
             typer.echo(f"{'registered' if new else 'already registered'}: {p.slug} {p.root}")
 
@@ -75,13 +69,12 @@ def projects_remove(
     json_out: JsonOut = False,
 ) -> None:
     """Unregister a project (its files and index are left alone)."""
-    c = _cli()
-    with c._errors():
-        from .registry import Registry
+    with errors():
+        from ..registry import Registry
 
         p = Registry().remove(slug_or_path)
         if json_out:
-            c._print_json(p.as_dict() | {"removed": True})
+            print_json(p.as_dict() | {"removed": True})
         else:
             typer.echo(f"removed {p.slug} {p.root}")
 
@@ -89,42 +82,41 @@ def projects_remove(
 @projects_app.command("prune")
 def projects_prune(json_out: JsonOut = False) -> None:
     """Drop registered projects whose root (or its .lethe folder) no longer exists."""
-    c = _cli()
-    with c._errors():
-        from .registry import Registry
+    with errors():
+        from ..registry import Registry
 
         gone = Registry().prune()
         if json_out:
-            c._print_json([p.as_dict() for p in gone])
+            print_json([p.as_dict() for p in gone])
         else:
             typer.echo(f"pruned {len(gone)} project(s)" + "".join(f"\n  {p.slug} {p.root}" for p in gone))
 
 
-def _names(projects: Optional[str]) -> list[str] | None:
+def names(projects: Optional[str]) -> list[str] | None:
     if projects is None:
         return None
     names = [n.strip() for n in projects.split(",") if n.strip()]
     if not names:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError("--projects needs a comma-separated list of slugs or roots")
     return names
 
 
 def select_projects(all_projects: bool, projects: Optional[str]):
-    from .errors import UsageError
-    from .registry import Registry
+    from ..errors import UsageError
+    from ..registry import Registry
 
     if all_projects and projects is not None:
         raise UsageError("use either --all or --projects, not both")
-    return Registry().select(None if all_projects else _names(projects))
+    return Registry().select(None if all_projects else names(projects))
 
 
 def _settings():
-    from .settings import load_settings
-    from .store import find_root
+    from ..settings import load_settings
+    from ..store import find_root
 
-    root = find_root(_cli().state.root)
+    root = find_root(state.root)
     return load_settings(root if (root / ".lethe").is_dir() else None)
 
 
@@ -133,10 +125,9 @@ def federated_search(query: str, *, all_projects: bool, projects: Optional[str],
     """``lethe search QUERY --all | --projects a,b`` (called from the search command)."""
     import warnings
 
-    from . import federation
-    from .errors import UsageError
+    from .. import federation
+    from ..errors import UsageError
 
-    c = _cli()
     if mode != "default":
         raise UsageError("--mode applies to one project; cross-project search runs the default pipeline")
     selected = select_projects(all_projects, projects)
@@ -145,18 +136,13 @@ def federated_search(query: str, *, all_projects: bool, projects: Optional[str],
     for slug, why in out.skipped:
         warnings.warn(f"project {slug} skipped: {why}", UserWarning, stacklevel=2)
     if json_out:
-        c._print_json([federation.as_dict(r, out.judge) for r in out.results])
+        print_json([hit_json(r, out.judge) for r in out.results])
         return
     if not out.results:
         typer.echo("no memories found")
     for h in out.results:
-        where = h.source or "?"
-        if h.heading:
-            where += f" › {h.heading}"
-        score = h.judge_score if out.judge else h.adjusted
-        typer.echo(f"{h.final_rank:>2}. [{score:.4f}] {h.project}: {where}  ({h.id})")
-        typer.echo(f"    {c._snippet(h.text)}")
-    typer.echo(f"({c._rerank_note(out.judge)}; searched {len(out.projects)} project(s): "
+        typer.echo("\n".join(hit_lines(hit_json(h, out.judge), h.text)))
+    typer.echo(f"({rerank_note(out.judge)}; searched {len(out.projects)} project(s): "
                f"{', '.join(p.slug for p in out.projects)})")
 
 
@@ -174,7 +160,7 @@ def session_statements(projects, *, attach: bool = True) -> list[str]:
     import sqlglot
     from sqlglot import exp
 
-    from .federation import DIALECT, attach_sql, union_all
+    from ..federation import DIALECT, attach_sql, union_all
 
     aliases = [p.slug for p in projects]
     out = [attach_sql(str(p.db_path), p.slug) + ";" for p in projects] if attach else []
@@ -213,21 +199,20 @@ def sql_command(
     (with embedding) union them with a project column. Without --all or --projects: this project.
     SQL piped on standard input runs non-interactively. With --json, query results print as JSON
     (the duckdb client's -json mode), and --print prints {"projects": [...], "statements": [...]}."""
-    c = _cli()
-    with c._errors():
+    with errors():
         import warnings
 
-        from .errors import LetheError, UsageError
-        from .federation import Federation
+        from ..errors import LetheError, UsageError
+        from ..federation import Federation
 
         if not all_projects and projects is None:
-            from .registry import Project
-            from .store import find_root
+            from ..registry import Project
+            from ..store import find_root
 
-            root = find_root(c.state.root)
+            root = find_root(state.root)
             if not (root / ".lethe").is_dir():
                 raise UsageError(f"{root} is not a lethe project; use --all or --projects, or run it in a project")
-            from .registry import Registry
+            from ..registry import Registry
 
             known = Registry().find(str(root)) if Registry().path.exists() else None
             selected = [known or Project("main_project" if root.name in ("", "/") else _slug_for(root), str(root), "")]
@@ -242,7 +227,7 @@ def sql_command(
         statements = session_statements(usable)
         if print_only:
             if json_out:
-                c._print_json({"projects": [p.slug for p in usable], "statements": statements})
+                print_json({"projects": [p.slug for p in usable], "statements": statements})
             else:
                 typer.echo("\n".join(statements))
             return
@@ -255,6 +240,6 @@ def sql_command(
 
 
 def _slug_for(root: Path) -> str:
-    from .registry import make_slug
+    from ..registry import make_slug
 
     return make_slug(root, set())

@@ -9,8 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from .cli_output import JsonOut
-from .errors import UsageError
+from ..errors import UsageError
+from ..expand import expand_entries
+from .common import JsonOut, err, errors, open_store, print_json, print_report, progress, root
 
 hook_app = typer.Typer(
     help="Agent hooks (Claude Code plugin, Codex notify): each reads its JSON payload and never fails the agent.",
@@ -19,69 +20,7 @@ hook_app = typer.Typer(
 install_app = typer.Typer(help="Wire lethe into a coding agent.", no_args_is_help=True)
 
 
-def _cli():
-    from . import cli
-
-    return cli
-
-
 # -- expand ------------------------------------------------------------------------------
-
-
-def resolve_ids(con, ids: List[str]) -> list[tuple[str, str | None]]:
-    """Each requested id (or unambiguous prefix) -> (entry id, note). Unknown or
-    ambiguous ids raise one UsageError naming them all."""
-    from .dedup import absorbed_map
-
-    out: list[tuple[str, str | None]] = []
-    problems: list[str] = []
-    absorbed = None
-    for raw in ids:
-        want = raw.strip()
-        if not want:
-            problems.append("an empty id")
-            continue
-        rows = [r[0] for r in con.execute(
-            "SELECT id FROM entries WHERE starts_with(id, ?) ORDER BY id LIMIT 6", [want]).fetchall()]
-        if want in rows:
-            out.append((want, None))
-            continue
-        if len(rows) == 1:
-            out.append((rows[0], None))
-            continue
-        if len(rows) > 1:
-            problems.append(f"{want} is ambiguous ({', '.join(rows[:5])}{', ...' if len(rows) > 5 else ''})")
-            continue
-        if absorbed is None:
-            absorbed = absorbed_map(con)
-        hit = [a for a in absorbed if a.startswith(want)]
-        if len(hit) == 1:
-            out.append((absorbed[hit[0]], f"{hit[0]} was merged into this near-duplicate"))
-            continue
-        problems.append(f"no memory with id {want}")
-    if problems:
-        raise UsageError("; ".join(problems))
-    return out
-
-
-def expand_entries(con, ids: List[str]) -> list[dict]:
-    rows = []
-    for eid, note in resolve_ids(con, ids):
-        r = con.execute(
-            "SELECT id, source, heading, created_at, session_id, tier, content, text FROM entries WHERE id = ?", [eid]
-        ).fetchone()
-        d = dict(zip(("id", "source", "heading", "created_at", "session_id", "tier", "content", "text"), r))
-        d["created_at"] = d["created_at"].isoformat() if d["created_at"] else None
-        d["occurs_in"] = [
-            {"source": s, "heading": h}
-            for s, h in con.execute(
-                "SELECT source, heading FROM entry_sources WHERE id = ? ORDER BY source, position", [eid]
-            ).fetchall()
-        ]
-        if note:
-            d["note"] = note
-        rows.append(d)
-    return rows
 
 
 def expand(
@@ -89,12 +28,11 @@ def expand(
     json_out: JsonOut = False,
 ) -> None:
     """Print whole memories with their source file and heading."""
-    cli = _cli()
-    with cli._errors():
-        with cli._store(read_only=True, create=False) as store:
+    with errors():
+        with open_store(read_only=True, create=False) as store:
             rows = expand_entries(store.con, ids)
         if json_out:
-            cli._print_json(rows)
+            print_json(rows)
             return
         for i, d in enumerate(rows):
             if i:
@@ -127,23 +65,17 @@ def mine_command(
     $CODEX_HOME/sessions/**/*.jsonl (default ~/.codex), keeping sessions run inside this
     project. Each session becomes .lethe/memory/transcripts/<agent>-<session>.md; a manifest
     makes re-runs mine only what is new."""
-    cli = _cli()
-    with cli._errors():
-        from .mine import mine
+    with errors():
+        from ..agents.mine import mine
 
-        with cli._store() as store, cli._progress(not json_out) as cb:
+        with open_store() as store, progress(not json_out) as cb:
             report = mine(store, paths or [], any_project=any_project, progress=cb)
-        for w in report.warnings:
-            cli._err(f"warning: {w}")
-        if json_out:
-            cli._print_json(report.as_dict())
-        else:
-            typer.echo(
-                f"mined {report.files} transcript(s) ({report.files_unchanged} unchanged): "
-                f"{report.added} new exchange(s), {report.skipped} skipped, {report.redacted} redaction(s); "
-                f"+{report.entries_added} entries"
-                + (f", {report.entries_absorbed} near-duplicate(s) collapsed" if report.entries_absorbed else "")
-            )
+        print_report(report, json_out, (
+            f"mined {report.files} transcript(s) ({report.files_unchanged} unchanged): "
+            f"{report.added} new exchange(s), {report.skipped} skipped, {report.redacted} redaction(s); "
+            f"+{report.entries_added} entries"
+            + (f", {report.entries_absorbed} near-duplicate(s) collapsed" if report.entries_absorbed else "")
+        ))
 
 
 # -- hooks -------------------------------------------------------------------------------
@@ -164,11 +96,10 @@ def _payload(arg: str | None) -> dict:
 
 def _hook(run) -> None:
     """Hooks never break the agent: any problem is one line on stderr, exit 0."""
-    cli = _cli()
     try:
         out = run()
     except Exception as exc:  # noqa: BLE001
-        cli._err(f"hook: {exc}")
+        err(f"hook: {exc}")
         return
     if out:
         typer.echo(out)
@@ -179,7 +110,7 @@ def _hook_recording(record, payload: str | None, wait: bool) -> None:
     did) and reports that on stderr, printing nothing for the agent."""
 
     def run():
-        _cli()._err(f"hook: {record(_payload(payload), wait=wait)}")
+        err(f"hook: {record(_payload(payload), wait=wait)}")
         return ""
 
     _hook(run)
@@ -188,7 +119,7 @@ def _hook_recording(record, payload: str | None, wait: bool) -> None:
 @hook_app.command("session-start")
 def hook_session_start() -> None:
     """Claude Code SessionStart: create today's memory file, print recent memories (daily files and mined transcripts) as context."""
-    from .hooks import session_start
+    from ..agents.hooks import session_start
 
     _hook(lambda: session_start(_payload(None)))
 
@@ -201,7 +132,7 @@ def hook_prompt() -> None:
     prompt_min_score, never superseded or forgotten ones, none twice in a session, within the
     session's budget (context_tokens, shared with session-start; prompt_tokens a prompt).
     Slash commands and very short prompts get nothing."""
-    from .hooks import prompt
+    from ..agents.hooks import prompt
 
     _hook(lambda: prompt(_payload(None)))
 
@@ -211,7 +142,7 @@ def hook_pre_compact(
     wait: bool = typer.Option(False, "--wait", help="Reindex before returning instead of in the background."),
 ) -> None:
     """Claude Code PreCompact: record what the session was doing (its last exchanges) in today's file, then reindex."""
-    from .hooks import pre_compact
+    from ..agents.hooks import pre_compact
 
     _hook_recording(pre_compact, None, wait)
 
@@ -221,7 +152,7 @@ def hook_stop(
     wait: bool = typer.Option(False, "--wait", help="Reindex before returning instead of in the background."),
 ) -> None:
     """Claude Code Stop: append a summary of the last exchange to today's file, then reindex."""
-    from .hooks import stop
+    from ..agents.hooks import stop
 
     _hook_recording(stop, None, wait)
 
@@ -232,7 +163,7 @@ def hook_codex_notify(
     wait: bool = typer.Option(False, "--wait", help="Reindex before returning instead of in the background."),
 ) -> None:
     """Codex notify: record a summary of the completed turn, then reindex."""
-    from .hooks import codex_notify
+    from ..agents.hooks import codex_notify
 
     _hook_recording(codex_notify, payload, wait)
 
@@ -240,9 +171,9 @@ def hook_codex_notify(
 @hook_app.command("reindex")
 def hook_reindex() -> None:
     """Index the project unless another reindex is running (single flight; used by the hooks)."""
-    from .hooks import single_flight_index
+    from ..agents.hooks import single_flight_index
 
-    _hook(lambda: ("reindexed" if single_flight_index(_cli()._root()) else ""))
+    _hook(lambda: ("reindexed" if single_flight_index(root()) else ""))
 
 
 # -- install -----------------------------------------------------------------------------
@@ -257,13 +188,12 @@ def install_codex_command(
 ) -> None:
     """Add lethe to Codex: a notify hook and the `lethe mcp` server in $CODEX_HOME/config.toml
     (between marker comments) and the recall skills in $CODEX_HOME/skills/ (default CODEX_HOME: ~/.codex)."""
-    cli = _cli()
-    with cli._errors():
-        from .install import install_codex
+    with errors():
+        from ..agents.install import install_codex
 
         report = install_codex(uninstall=uninstall, skills=not no_skills, mcp=not no_mcp)
         if json_out:
-            cli._print_json(report.as_dict())
+            print_json(report.as_dict())
             return
         verb = "removed lethe from" if uninstall else ("updated" if report.changed else "already up to date:")
         typer.echo(f"{verb} {report.config}")
@@ -290,17 +220,16 @@ def enrich_command(
 
     Cached by (content hash, model): re-runs pay only for new entries. Entries are sent as
     indexed, i.e. with private spans and secrets already removed."""
-    cli = _cli()
-    with cli._errors():
-        from .enrich import CONFIRM_USD, enrich, estimate_usd, make_client, pending
+    with errors():
+        from ..agents.enrich import CONFIRM_USD, enrich, estimate_usd, make_client, pending
 
-        with cli._store(create=False) as store:
+        with open_store(create=False) as store:
             if dry_run:
                 todo, done = pending(store.con, model, limit)
                 est = round(estimate_usd([t for _, t in todo], model), 4)
                 info = {"model": model, "pending": len(todo), "cached": done, "estimated_usd": est}
                 if json_out:
-                    cli._print_json(info)
+                    print_json(info)
                 else:
                     typer.echo(f"{len(todo)} entr{'y' if len(todo) == 1 else 'ies'} to enrich with {model} "
                                f"({done} already done): about ${est:.2f}")
@@ -317,17 +246,13 @@ def enrich_command(
                 return typer.confirm(
                     f"Enrich {rep.pending} entries with {model} for about ${rep.estimated_usd:.2f}?", default=False)
 
-            with cli._progress(not json_out) as cb:
+            with progress(not json_out) as cb:
                 report = enrich(store, model=model, limit=limit, concurrency=concurrency, client=client,
                                 confirm=confirm, progress=cb)
-        for w in report.warnings:
-            cli._err(f"warning: {w}")
-        if json_out:
-            cli._print_json(report.as_dict())
-        else:
-            typer.echo(f"enriched {report.enriched} of {report.pending} entr{'y' if report.pending == 1 else 'ies'} "
-                       f"with {model} ({report.cached} cached, {report.failed} failed): "
-                       f"{report.input_tokens} + {report.output_tokens} tokens, about ${report.cost_usd:.2f}")
+        print_report(report, json_out,
+                     f"enriched {report.enriched} of {report.pending} entr{'y' if report.pending == 1 else 'ies'} "
+                     f"with {model} ({report.cached} cached, {report.failed} failed): "
+                     f"{report.input_tokens} + {report.output_tokens} tokens, about ${report.cost_usd:.2f}")
 
 
 # -- mcp ---------------------------------------------------------------------------------
@@ -338,10 +263,9 @@ def mcp_command() -> None:
 
     Tools: add_memory, search_memories, get_memory, list_memories, forget_memory, undo_forget,
     list_projects; each with an input and an output schema. Ctrl-C ends it (status 130)."""
-    cli = _cli()
-    with cli._errors():
+    with errors():
         try:
-            from .mcp_server import serve
+            from ..agents.mcp_server import serve
         except ImportError as exc:
             raise UsageError(f"`lethe mcp` needs the mcp package (pip install 'mcp>=2'): {exc}") from None
-        raise typer.Exit(serve(cli._root()))
+        raise typer.Exit(serve(root()))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 from .mine import codex_home
 
 BEGIN = "# >>> lethe (managed by `lethe install codex`; edits here are replaced) >>>"
@@ -102,7 +102,7 @@ def install_codex(
     new, notify, notes = render_config(old, lethe_cmd=lethe_cmd, uninstall=uninstall, mcp=mcp)
     changed = new != old
     if changed:
-        from .store import _atomic_write
+        from ..store import _atomic_write
 
         home.mkdir(parents=True, exist_ok=True)
         _atomic_write(cfg, new.encode("utf-8"))

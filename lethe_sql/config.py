@@ -1,4 +1,5 @@
-"""``lethe config get|set|unset|list``: the project's ``.lethe/config.toml``.
+"""The project's ``.lethe/config.toml``: its keys, reading, editing and what is in effect
+(the commands ``lethe config get|set|unset|list`` are ``cli/config.py``).
 
 Keys are the search and learning settings (``lethe_sql.settings.Settings``), plus
 ``auto_register`` (whether ``lethe index`` adds the project to the global registry) and
@@ -20,20 +21,9 @@ import os
 import re
 from dataclasses import fields
 from pathlib import Path
-from typing import Optional
 
-import typer
-
-from .cli_output import JsonOut
 from .errors import LetheError, UsageError
 from .settings import check_value, flatten, read_config
-
-config_app = typer.Typer(
-    help="Read and change this project's settings (.lethe/config.toml). Every key can also be set as "
-    "LETHE_<KEY> in the environment, which wins over the file; `lethe config list` shows where each "
-    "value comes from.",
-    no_args_is_help=True,
-)
 
 DESCRIPTIONS = {
     "top_k": "results a search returns",
@@ -225,99 +215,3 @@ def apply_model_paths(start: Path | None) -> None:
         if isinstance(flat.get(key), str) and flat[key] and env_name(key) not in os.environ:
             p = Path(flat[key]).expanduser()
             os.environ[env_name(key)] = str(p if p.is_absolute() else Path(root) / p)
-
-
-def _root() -> Path:
-    from . import cli
-    from .store import find_root
-
-    return find_root(cli.state.root)
-
-
-def _show(v) -> str:
-    if v is None:
-        return "(unset)"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-@config_app.command("list")
-def config_list(json_out: JsonOut = False) -> None:
-    """Every key: its value, where the value comes from, and what it does."""
-    from . import cli
-
-    with cli._errors():
-        rows = effective(_root())
-        if json_out:
-            cli._print_json(rows)
-            return
-        w = max(len(r["key"]) for r in rows)
-        for r in rows:
-            typer.echo(f"{r['key']:<{w}}  {_show(r['value']):<16} {r['source']:<10}  {r['description']}")
-
-
-@config_app.command("get")
-def config_get(
-    key: str = typer.Argument(..., help="A key (see `lethe config list`)."),
-    json_out: JsonOut = False,
-) -> None:
-    """Print the value in effect for KEY (environment, else config.toml, else the default)."""
-    from . import cli
-
-    with cli._errors():
-        check_key(key)
-        row = next(r for r in effective(_root()) if r["key"] == key)
-        if json_out:
-            cli._print_json(row)
-        else:
-            typer.echo(_show(row["value"]))
-
-
-@config_app.command("set")
-def config_set(
-    key: str = typer.Argument(..., help="A key (see `lethe config list`)."),
-    value: str = typer.Argument(..., help="Its value; 'default' removes it from the file (so does 'none' for "
-                                "rerank_threshold and the model paths)."),
-    json_out: JsonOut = False,
-) -> None:
-    """Write KEY = VALUE into .lethe/config.toml (checked against the key's type)."""
-    from . import cli
-
-    with cli._errors():
-        kind, _ = check_key(key)
-        low = value.strip().lower()
-        unset = low in ("default", "unset") or (low == "none" and kind in ("float|None", "path"))
-        v: Optional[object] = None if unset else parse_value(key, value)
-        root = _root()
-        path = set_value(root, key, v)
-        _report_change(key, v, path, json_out)
-
-
-def _report_change(key: str, value, path: Path, json_out: bool) -> None:
-    """What ``config set`` / ``config unset`` say: the change, and an environment variable that overrides it."""
-    from . import cli
-
-    overridden = env_name(key) in os.environ
-    if json_out:
-        cli._print_json({"key": key, "value": value, "removed": value is None, "path": str(path),
-                         "overridden_by": env_name(key) if overridden else None})
-    else:
-        typer.echo(f"{key} = {_show(value)} in {path}" if value is not None
-                   else f"{key} removed from {path} (default applies)")
-    if overridden:
-        cli._err(f"warning: {env_name(key)} is set in the environment and overrides the file")
-
-
-@config_app.command("unset")
-def config_unset(
-    key: str = typer.Argument(..., help="A key (see `lethe config list`)."),
-    json_out: JsonOut = False,
-) -> None:
-    """Remove KEY from .lethe/config.toml: its default (or environment) value applies."""
-    from . import cli
-
-    with cli._errors():
-        check_key(key)
-        path = set_value(_root(), key, None)
-        _report_change(key, None, path, json_out)

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import typer
 
-from .cli_output import JsonOut
+from .common import JsonOut, errors, print_json
 
 models_app = typer.Typer(
     help="List the models lethe uses (embedder, reranker) and download the reranker.\n\n"
@@ -87,12 +87,10 @@ def models(
     """List each model role (embedder, reranker): installed or not, name, origin, path, size."""
     if ctx.invoked_subcommand is not None:
         return
-    from .cli import _errors, _print_json
-
-    with _errors():
+    with errors():
         rows = model_report()
         if json_out:
-            _print_json(rows)
+            print_json(rows)
             return
         for r in rows:
             if r["installed"]:
@@ -131,9 +129,7 @@ def pull(
     json_out: JsonOut = False,
 ) -> None:
     """Download the reranker (cross-encoder ms-marco-MiniLM-L-6-v2, ONNX) into the lethe cache."""
-    from .cli import _errors, _print_json
-
-    with _errors():
+    with errors():
         from lethe_sql.udfs.models import _reranker_in, pull_reranker, rerank_cache_dir
 
         already = not force and _reranker_in(rerank_cache_dir(), "cache") is not None
@@ -141,7 +137,7 @@ def pull(
             src = pull_reranker(progress=cb, force=force)
         info = {**_describe("reranker", src), "downloaded": not already}
         if json_out:
-            _print_json(info)
+            print_json(info)
         elif already:
             typer.echo(f"reranker {src.name} already installed in {src.onnx_path.parent} (use --force to download again)")
         else:

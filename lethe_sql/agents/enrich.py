@@ -19,7 +19,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from .errors import LetheError, UsageError
+from ..errors import LetheError, UsageError
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 # USD per million tokens (input, output); unknown models are priced as the dearest listed.
@@ -149,7 +149,7 @@ def enrich_one(client, model: str, text: str) -> tuple[dict | None, int, int]:
 
 
 def enrichment_text(e: dict) -> str:
-    from .privacy import scrub
+    from ..privacy import scrub
 
     parts = [e["gist"], *e["questions"], " ".join(e["entities"]), " ".join(e["temporal"])]
     return scrub("\n".join(p for p in parts if p)).text
@@ -227,8 +227,8 @@ def enrich(
 def _store_results(store, model: str, results) -> None:
     import pyarrow as pa
 
-    from .fts import context_refresh
-    from .ingest import check_model
+    from ..fts import context_refresh
+    from ..ingest import check_model
 
     texts = [enrichment_text(d) for _, d, _, _ in results]
     emb = store.embedder

@@ -8,17 +8,12 @@ from typing import List, Optional
 
 import typer
 
-from .cli_output import JsonOut
+from .common import JsonOut, errors, open_store, print_json, snippet
 
-
-def _cli():
-    from . import cli
-
-    return cli
 
 
 def _date(value: str | None) -> date | None:
-    from .errors import UsageError
+    from ..errors import UsageError
 
     if value is None:
         return None
@@ -44,13 +39,12 @@ def forget_command(
     a section you wrote keeps its words and gets a `<!-- lethe forgotten -->` line.
     Duplicates of a forgotten memory go with it. `lethe forget --undo` takes the last
     forget back (what it removed is kept in .lethe/trash, never committed)."""
-    cli = _cli()
-    from .errors import UsageError
+    from ..errors import UsageError
 
-    with cli._errors():
+    with errors():
         if undo and (ids or query or dry_run):
             raise UsageError("--undo takes no ids, --query or --dry-run")
-        with cli._store(create=False) as store:
+        with open_store(create=False) as store:
             if undo:
                 report = store.undo_forget()
             else:
@@ -64,7 +58,7 @@ def forget_command(
                         raise typer.Exit(1)
                 report = store.forget(ids or (), query=query, dry_run=dry_run)
         if json_out:
-            cli._print_json(report.as_dict())
+            print_json(report.as_dict())
         else:
             _print_report(report, json_out=False, undone=undo)
 
@@ -92,12 +86,11 @@ def list_command(
     json_out: JsonOut = False,
 ) -> None:
     """List the newest memories, marking those a newer memory superseded."""
-    cli = _cli()
-    with cli._errors():
-        with cli._store(read_only=True, create=False) as store:
+    with errors():
+        with open_store(read_only=True, create=False) as store:
             rows = store.list_memories(since=_date(since), limit=limit)
         if json_out:
-            cli._print_json(rows)
+            print_json(rows)
             return
         if not rows:
             typer.echo("no memories" + (f" since {since}" if since else ""))
@@ -106,8 +99,8 @@ def list_command(
             when = (r["created_at"] or "undated")[:16].replace("T", " ")
             where = r["heading"] or r["source"] or "?"
             mark = f"  [superseded by {r['superseded_by']}]" if r["superseded_by"] else ""
-            typer.echo(f"{r['id']}  {when:<16}  {cli._snippet(where, 50)}{mark}")
-            typer.echo(f"    {cli._snippet(r['text'], 160)}")
+            typer.echo(f"{r['id']}  {when:<16}  {snippet(where, 50)}{mark}")
+            typer.echo(f"    {snippet(r['text'], 160)}")
 
 
 def revisions_command(
@@ -122,13 +115,12 @@ def revisions_command(
     Links are detected when a memory is indexed, or declared with `lethe add --supersedes`
     or a `<!-- lethe supersedes=ID -->` line. --unlink removes a wrong one for good (a
     `distinct=` marker, or the `supersedes=` marker taken out); --supersedes adds one."""
-    cli = _cli()
-    from .errors import UsageError
+    from ..errors import UsageError
 
-    with cli._errors():
+    with errors():
         if unlink and supersedes:
             raise UsageError("--unlink and --supersedes do not go together")
-        with cli._store(read_only=not (unlink or supersedes), create=False) as store:
+        with open_store(read_only=not (unlink or supersedes), create=False) as store:
             changed: list[str] = []
             if unlink:
                 changed = store.unlink(ident, unlink)
@@ -136,7 +128,7 @@ def revisions_command(
                 changed = store.link(ident, supersedes)
             rows = store.revisions(ident)
         if json_out:
-            cli._print_json({"changed_files": changed, "versions": rows})
+            print_json({"changed_files": changed, "versions": rows})
             return
         for f in changed:
             typer.echo(f"edited {f}")
@@ -146,7 +138,7 @@ def revisions_command(
         for r in rows:
             when = (r["created_at"] or "undated")[:16].replace("T", " ")
             state = "current   " if r["current"] else "superseded"
-            typer.echo(f"{state} {r['id']}  {when}  {cli._snippet(r['heading'] or r['source'] or '?', 50)}")
-            typer.echo(f"    {cli._snippet(r['text'], 160)}")
+            typer.echo(f"{state} {r['id']}  {when}  {snippet(r['heading'] or r['source'] or '?', 50)}")
+            typer.echo(f"    {snippet(r['text'], 160)}")
             for s in r["supersedes"]:
                 typer.echo(f"    supersedes {s['id']} ({s['origin']}: {s['reason']})")

@@ -1,6 +1,6 @@
 """Cross-project search latency: ``--all`` over N projects vs one database holding the same entries.
 
-    python -m bench.federation --projects 9 --per-project 5000 --out bench/results/federation-9x5k
+    python -m lethe_bench.federation --projects 9 --per-project 5000 --out bench/results/federation-9x5k
 
 Builds, under a temporary folder, N projects of ``--per-project`` synthetic turns each
 (``bench/synthetic.py``, one corpus of N x per-project turns split at session boundaries,
@@ -276,7 +276,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.federation", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m lethe_bench.federation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--projects", type=int, default=9)
     ap.add_argument("--per-project", type=int, default=5000)
     ap.add_argument("--queries", type=int, default=60)
@@ -295,7 +295,7 @@ def main(argv=None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     started, t_all = now_iso(), time.perf_counter()
-    command = "python -m bench.federation " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m lethe_bench.federation " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
     with tempfile.TemporaryDirectory(prefix="lethe-bench-fed-", dir=a.workdir) as tmp:
         log(f"building {a.projects} projects of {a.per_project} entries and one of {a.projects * a.per_project}")
         projects, single, info = build(Path(tmp), a.projects, a.per_project, a.seed, log)

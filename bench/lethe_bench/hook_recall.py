@@ -1,6 +1,6 @@
 """Abstain or inject: the prompt hook (``lethe hook prompt``) on the fixed prompt set.
 
-    python -m bench.hook_recall [--out bench/results/hook-prompt] [--target 0.05]
+    python -m lethe_bench.hook_recall [--out bench/results/hook-prompt] [--target 0.05]
 
 Per project of the update dev set (``bench/data/updates``): its memories are written
 as a user's folder and indexed; then every prompt of ``bench/data/prompts`` is searched
@@ -48,7 +48,7 @@ SCORES = {
 
 def _collect(root: Path, project, prompts: list[tuple[str, str, str | None]], id_of: dict, log) -> list[dict]:
     """Each prompt's results as the hook sees them (top PROMPT_TOP_K, with their scores)."""
-    from lethe_sql import hooks
+    from lethe_sql.agents import hooks
     from lethe_sql.settings import load_settings
 
     back = {v: k for k, v in id_of.items()}
@@ -70,7 +70,7 @@ def _collect(root: Path, project, prompts: list[tuple[str, str, str | None]], id
 
 def _given(row: dict, score, threshold: float, budget_tokens: int) -> list[str]:
     """The bench ids the hook would inject for ``row`` at ``threshold`` on ``score``."""
-    from lethe_sql import hooks
+    from lethe_sql.agents import hooks
 
     hits = [SimpleNamespace(id=r["eid"], created_at=r["created_at"], text=r["text"], bid=r["bid"])
             for r in row["results"] if not r["superseded"] and score(r) >= threshold]
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", type=int, default=None, help="the hook's pool (hooks.PROMPT_POOL) for this run")
     ap.add_argument("--judge", default=None, help="the hook's judge (hooks.PROMPT_JUDGE) for this run")
     args = ap.parse_args(argv)
-    from lethe_sql import hooks
+    from lethe_sql.agents import hooks
 
     if args.pool:
         hooks.PROMPT_POOL = args.pool
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         hooks.PROMPT_JUDGE = args.judge
 
     from lethe_sql import MemoryStore
-    from lethe_sql.hooks import context_budget
+    from lethe_sql.agents.hooks import context_budget
     from lethe_sql.settings import Settings
 
     from . import updates
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     _, _, budget = context_budget(Settings())
     needed = load_needed()
     others = unrelated()
-    projects = updates.load(Path(__file__).resolve().parent / "data" / "updates")
+    projects = updates.load(Path(__file__).resolve().parent.parent / "data" / "updates")
     rows: list[dict] = []
     roots: dict[str, Path] = {}
     id_maps: dict[str, dict] = {}
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     tune = [r for r in rows if r["project"] in TUNE]
     report = [r for r in rows if r["project"] in REPORT]
-    result = {"command": "python -m bench.hook_recall " + " ".join(argv if argv is not None else sys.argv[1:]),
+    result = {"command": "python -m lethe_bench.hook_recall " + " ".join(argv if argv is not None else sys.argv[1:]),
               "target_unrelated_inject": args.target, "pool": hooks.PROMPT_POOL, "judge": hooks.PROMPT_JUDGE, "prompt_budget_tokens": budget,
               "n_needed": {"tune": sum(r["kind"] == "needed" for r in tune),
                            "report": sum(r["kind"] == "needed" for r in report)},
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         if curve:
             result["scores"][name]["report_around_threshold"] = curve
         print(f"{name}: threshold {t}: tune {tr}; report {rr}", flush=True)
-    from lethe_sql.hooks import prompt_score  # noqa: F401  (the hook's score: the cosine)
+    from lethe_sql.agents.hooks import prompt_score  # noqa: F401  (the hook's score: the cosine)
 
     d = Settings().prompt_min_score
     result["default_threshold"] = {"prompt_min_score": d, "tune": rates(tune, SCORES["cosine"], d, budget),

@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import Field, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
-from .errors import LetheError
+from ..errors import LetheError
 
 INSTRUCTIONS = (
     "Long-term memory of this software project (lethe). Search it before answering questions about "
@@ -97,6 +97,11 @@ class SearchHit(TypedDict):
     heading: Optional[str]
     created_at: Annotated[Optional[str], Field(description="ISO 8601 time the memory was written.")]
     content: str
+    bm25_rank: Annotated[Optional[int], Field(description="Its rank in the BM25 list; null when not in it.")]
+    dense_rank: Annotated[Optional[int], Field(description="Its rank in the dense list; null when not in it.")]
+    reranked: bool
+    judge: Optional[str]
+    note: Annotated[str, Field(description="What reranked it, in words.")]
     superseded_by: Annotated[list[str], Field(
         description="The current versions of this memory; empty when it is current.")]
     superseded_at: Optional[str]
@@ -277,8 +282,9 @@ def build_server(root: Path, *, embedder=None):
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ToolAnnotations
 
-    from .cli_agent import expand_entries
-    from .store import MemoryStore
+    from ..expand import expand_entries
+    from ..hits import hit_json
+    from ..store import MemoryStore
 
     root = Path(root).expanduser().resolve()
     server = _server_class()(name="lethe", instructions=INSTRUCTIONS, log_level="WARNING")
@@ -330,27 +336,14 @@ def build_server(root: Path, *, embedder=None):
     def search_memories(query: Query, scope: Scope = "project", top_k: TopK = 8) -> SearchResults:
         with _call():
             if scope == "all":
-                from . import federation
-                from .registry import Registry
+                from .. import federation
+                from ..registry import Registry
 
                 out = federation.search(Registry().select(None), query, embedder=_embedder(), top_k=top_k)
-                results = []
-                for c in out.results:
-                    d = federation.as_dict(c, out.judge)
-                    s = c.superseded
-                    results.append({**d, "superseded_by": list(s.heads) if s else [],
-                                    "superseded_at": s.since.isoformat() if s and s.since else None})
-                return {"results": results, "judge": out.judge}
+                return {"results": [hit_json(c, out.judge) for c in out.results], "judge": out.judge}
             with _store(True) as store:
                 hits = store.search(query, top_k=top_k)
-        results = [
-            {"rank": h.rank, "id": h.id, "score": h.score, "source": h.source, "heading": h.heading,
-             "created_at": h.created_at.isoformat() if h.created_at else None, "content": h.content,
-             "superseded_by": list(h.superseded_by),
-             "superseded_at": h.superseded_at.isoformat() if h.superseded_at else None}
-            for h in hits
-        ]
-        return {"results": results, "judge": hits[0].judge if hits else None}
+        return {"results": [hit_json(h) for h in hits], "judge": hits[0].judge if hits else None}
 
     @server.tool(
         name="get_memory",
@@ -397,7 +390,7 @@ def build_server(root: Path, *, embedder=None):
         annotations=_annotations("List projects", read_only=True, idempotent=True),
     )
     def list_projects() -> Projects:
-        from .registry import Registry
+        from ..registry import Registry
 
         with _call():
             return {"projects": [p.as_dict() for p in Registry().projects()]}

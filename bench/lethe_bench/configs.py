@@ -3,7 +3,7 @@
 A config's ``search(store, query, top_k, depth)`` returns entry ids, best first,
 through the same ``MemoryStore.search`` path users run. Adding a config is one call::
 
-    from lethe_sql.bench.configs import Config, register
+    from lethe_bench.configs import Config, register
 
     def _rerank(store, query, top_k, depth):
         return [h.id for h in store.search(query, top_k=top_k, mode="hybrid", depth=depth, rerank=True)]

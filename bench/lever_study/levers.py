@@ -4,11 +4,12 @@ The defaults of the default search were chosen this way (bench/results/default-s
 build the store through the product (``MemoryStore.put_documents``), and for every
 question take the union of the top ``--depth`` of BM25, context-field BM25 and cosine
 (the SQL macros themselves), with each candidate's scores, MaxSim over its stored token
-vectors, and the entry's session, position and date. ``python -m bench.levers dump``
+vectors, and the entry's session, position and date. ``python bench/lever_study/levers.py dump``
 writes that to a pickle; the scripts in bench/lever_study/ evaluate a ranking rule on
-a subset of questions (bench/lever_study/, see its README). Nothing here is used by the product.
+a subset of questions (bench/lever_study/, see its README). Nothing here is used by the product,
+and nothing here is installed: it needs the harness (``pip install -e ./bench``).
 
-    python -m bench.levers dump locomo ../shared/data/locomo/locomo-dev7.json.gz --out /tmp/dev7.pkl
+    python bench/lever_study/levers.py dump locomo ../shared/data/locomo/locomo-dev7.json.gz --out /tmp/dev7.pkl
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ import numpy as np
 
 def _load(dataset: str, path: str):
     if dataset == "locomo":
-        from .locomo import load
+        from lethe_bench.locomo import load
 
         return load(path)
     if dataset == "nfcorpus":
-        from .beir import load
+        from lethe_bench.beir import load
 
         return load(path)
     if dataset == "longmemeval":
-        from .longmemeval import load
+        from lethe_bench.longmemeval import load
 
         return load(path)
     raise SystemExit(f"unknown data set {dataset}")
@@ -43,7 +44,7 @@ def dump(dataset: str, path: str, out: str, depth: int = 200) -> None:
     from lethe_sql.judges import LateInteractionJudge, encode_query
     from lethe_sql.search import clean_query
 
-    from .runner import build_store, entry_relevance, make_embedder
+    from lethe_bench.runner import build_store, entry_relevance, make_embedder
 
     bench = _load(dataset, path)
     corpus = bench.corpora[0]

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from .cli_output import JsonOut
+from .common import JsonOut, errors, open_store, print_json
 
 TEXT_WIDTH = 200
 
@@ -34,29 +34,28 @@ def dedupe_command(
     The others are absorbed: out of search, listed by --list, back with --restore ID.
 
     Memory files are never changed. New memories are checked on write too (setting dedup)."""
-    from .cli import _errors, _print_json, _store
-    from .errors import UsageError
+    from ..errors import UsageError
 
-    with _errors():
+    with errors():
         if list_absorbed and restore:
             raise UsageError("--list and --restore do not go together")
         if (list_absorbed or restore) and dry_run:
             raise UsageError("--dry-run applies to a dedupe pass, not to --list or --restore")
         if list_absorbed:
-            _list(_store, _print_json, json_out)
+            _list(json_out)
         elif restore:
-            _restore(_store, _print_json, restore, json_out)
+            _restore(restore, json_out)
         else:
-            _pass(_store, _print_json, dry_run, json_out)
+            _pass(dry_run, json_out)
 
 
-def _list(_store, _print_json, json_out: bool) -> None:
-    from . import dedup
+def _list(json_out: bool) -> None:
+    from .. import dedup
 
-    with _store(read_only=True, create=False) as store:
+    with open_store(read_only=True, create=False) as store:
         rows = dedup.list_absorbed(store.con)
     if json_out:
-        _print_json(rows)
+        print_json(rows)
         return
     if not rows:
         typer.echo("nothing has been absorbed")
@@ -67,30 +66,30 @@ def _list(_store, _print_json, json_out: bool) -> None:
     typer.echo(f"{len(rows)} absorbed; `lethe dedupe --restore ID` brings one back")
 
 
-def _restore(_store, _print_json, ident: str, json_out: bool) -> None:
-    from . import dedup
+def _restore(ident: str, json_out: bool) -> None:
+    from .. import dedup
 
-    with _store(create=False) as store:
+    with open_store(create=False) as store:
         out = dedup.restore(store, ident)
     if json_out:
-        _print_json(out)
+        print_json(out)
     else:
         typer.echo(f"restored {out['id']} (was absorbed into {out['was_in']}); it will not be absorbed again")
 
 
-def _pass(_store, _print_json, dry_run: bool, json_out: bool) -> None:
+def _pass(dry_run: bool, json_out: bool) -> None:
     import time
 
-    from . import dedup
+    from .. import dedup
 
-    with _store(read_only=dry_run, create=False) as store:
+    with open_store(read_only=dry_run, create=False) as store:
         t0 = time.perf_counter()
         pairs = dedup.plan(store.con)
         n = 0 if dry_run else dedup.apply_plan(store.con, pairs)
         seconds = time.perf_counter() - t0
         total = store.con.execute("SELECT count(*) FROM entries").fetchone()[0]
     if json_out:
-        _print_json(
+        print_json(
             {
                 "dry_run": dry_run,
                 "absorbed": n,

@@ -1,4 +1,5 @@
-"""``lethe bench``: the command (registered on the ``lethe`` app in ``lethe_sql/cli.py``).
+"""``lethe bench``: the command (registered on the ``lethe`` app by ``lethe_sql/cli/bench.py`` when this
+harness is installed).
 
 Heavy imports happen inside the command, so ``lethe --help`` stays fast.
 """
@@ -13,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from lethe_sql.cli_output import JsonOut, report_error
+from lethe_sql.cli.common import JsonOut, report_error
 
 DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic", "updates", "soak", "facts")
 DEFAULT_CONFIGS = ("bm25", "dense", "hybrid")

@@ -1,6 +1,6 @@
 """Latency of ``lethe hook prompt`` as Claude Code runs it: the ``lethe`` executable (entry.py).
 
-    flock /tmp/lethe-bench.lock python -m bench.hook_latency [--size 10000] [-n 60] [--out DIR] [--root DIR]
+    flock /tmp/lethe-bench.lock python -m lethe_bench.hook_latency [--size 10000] [-n 60] [--out DIR] [--root DIR]
 
 Builds (or reuses, ``--root``) a project of ``--size`` memories: the synthetic turns of
 ``bench/synthetic.py`` written as daily memory files (``## HH:MM:SS`` sections, one file
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = prompts(args.n)
     home = Path(tempfile.mkdtemp(prefix="lethe-hooklat-home-"))
     base = {k: v for k, v in os.environ.items() if not k.startswith("LETHE_")}
-    out = {"command": "python -m bench.hook_latency " + " ".join(argv if argv is not None else sys.argv[1:]),
+    out = {"command": "python -m lethe_bench.hook_latency " + " ".join(argv if argv is not None else sys.argv[1:]),
            "size": args.size, "machine": machine(), "load_before": os.getloadavg(), "modes": {}}
     lethe = str(Path(sys.executable).parent / "lethe")
     for mode in args.modes.split(","):

@@ -1,4 +1,4 @@
-"""One table over every committed result: ``python -m lethe_sql.bench.summary bench/results``.
+"""One table over every committed result: ``python -m lethe_bench.summary bench/results``.
 
 Writes (or prints) ``bench/results/README.md``: per run, the data set and protocol,
 queries, and per config NDCG@10 [95% CI], Recall@10, Recall@30, MRR (Recall_any@5 for
@@ -65,7 +65,7 @@ def summarize(root: Path) -> str:
     latency = [row for r, folder in runs for row in _latency_rows(r, folder, names)]
     out = ["# Committed benchmark results", "",
            "Each folder holds `results.json`, `report.md` (command, data sha256, version, machine, seed) and "
-           "`chart.png`. Regenerate this table with `python -m lethe_sql.bench.summary bench/results`.", ""]
+           "`chart.png`. Regenerate this table with `python -m lethe_bench.summary bench/results`.", ""]
     if quality:
         out += ["## Quality", "",
                 "| run | protocol | queries | config | NDCG@10 [95% CI] | Recall@10 | Recall@30 | MRR | Recall_any@5 | "

@@ -41,7 +41,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import client
+from .. import client
 
 IDLE_SECONDS = 600.0
 #: the longest the service keeps an index open while commands keep coming
@@ -93,17 +93,18 @@ class Service:
 
     def warm(self) -> None:
         """Import what commands need and load the embedding model once."""
-        from . import cli  # noqa: F401  (the whole CLI and its imports)
-        from .udfs.embed import shared_embedder
+        from . import app  # noqa: F401  (the whole CLI and its imports)
+        from ..udfs.embed import shared_embedder
 
         with contextlib.suppress(Exception):
             shared_embedder().encode(["warm up"])
-        from . import cli, hooks
+        from ..agents import hooks
+        from . import common
 
         hooks.BACKGROUND = self.schedule_index  # the hooks' reindex runs here, after the reply
         hooks.KEPT_STORE = self.kept  # the prompt hook reads through an index this process holds
         hooks.AFTER_REPLY = self.after_reply
-        cli.STORES = self.store
+        common.STORES = self.store
 
     def serve(self) -> int:
         if not self.claim():
@@ -226,9 +227,9 @@ class Service:
     def store(self, root: Path, *, read_only: bool = False, create: bool = True):
         """The store a command gets: one per project, opened for writing (it serves reads
         too, and learns at once), kept open between commands while the queue is busy."""
-        from .errors import NotAProject
-        from .settings import load_settings
-        from .store import LETHE_DIR, MemoryStore
+        from ..errors import NotAProject
+        from ..settings import load_settings
+        from ..store import LETHE_DIR, MemoryStore
 
         root = Path(root).expanduser().resolve()
         kept = self.stores.get(root)
@@ -267,9 +268,9 @@ class Service:
         if self._command is None:
             import typer.main
 
-            from . import cli
+            from .app import app
 
-            self._command = typer.main.get_command(cli.app)
+            self._command = typer.main.get_command(app)
         return self._command
 
     def execute(self, req: dict) -> dict:
@@ -306,7 +307,7 @@ class Service:
 def crash_reply(argv: list, exc: BaseException) -> dict:
     """The reply for a command that raised what the CLI does not turn into a message: its
     text as lethe's one error line, or as the JSON error when the command line asked for --json."""
-    from .errors import asked_for_json, error_object
+    from ..errors import asked_for_json, error_object
 
     if asked_for_json(argv):
         return {"stdout": json.dumps(error_object(str(exc), "error"), indent=2) + "\n", "stderr": "", "code": 1}

@@ -46,9 +46,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from .errors import UsageError
-from .curate import memory_lock
-from .privacy import scrub
+from ..curate import memory_lock
+from ..errors import UsageError
+from ..privacy import scrub
 
 MAX_USER_CHARS = 2000
 MAX_ASSISTANT_CHARS = 4000
@@ -345,7 +345,7 @@ def transcript_file(memory_dir: Path, t: Transcript) -> Path:
 
 
 def _write_file(path: Path, text: str) -> None:
-    from .store import _atomic_write
+    from ..store import _atomic_write
 
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(path, text.encode("utf-8", errors="surrogateescape"))

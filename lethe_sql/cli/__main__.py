@@ -1,0 +1,5 @@
+"""``python -m lethe_sql.cli``: the ``lethe`` command line."""
+
+from .app import main
+
+main()
