@@ -265,8 +265,15 @@ def _tagged(i: int, select: exp.Select) -> exp.Select:
 
 
 def _union_table(table: exp.Table, aliases: list[str]) -> exp.Expression:
-    """A base table of one database as the union of every project's, with a ``project`` column."""
-    parts = [_tagged(i, exp.select("*").from_(_in_catalog(table.copy(), a))) for i, a in enumerate(aliases)]
+    """A base table of one database as the union of every project's, with a ``project``
+    column. Only the columns its SELECT reads through the table's alias (and the ``id``
+    it joins on) are read: DuckDB reads every column of a ``SELECT *`` branch of a UNION
+    ALL, the entries' vectors included."""
+    sel, name = table.find_ancestor(exp.Select), table.alias
+    cols = ["*"]
+    if sel is not None and name:
+        cols = ["id", *sorted({c.name for c in sel.find_all(exp.Column) if c.table == name} - {"id"})]
+    parts = [_tagged(i, exp.select(*cols).from_(_in_catalog(table.copy(), a))) for i, a in enumerate(aliases)]
     return _union(parts).subquery(table.alias or table.name)
 
 
