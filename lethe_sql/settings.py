@@ -83,6 +83,18 @@ class Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 
+#: the settings that SQL a user runs by hand reads from ``meta`` (sql/rif.sql:
+#: ``lethe_rif_lambda()``, which the ``lethe_suppression`` view and ``lethe_suppression_at``
+#: use); every learning update writes them (``lethe_sql.learn.update``), so the views decay
+#: suppression as the searches do
+META_SETTINGS = ("rif_lambda",)
+
+
+def meta_rows(s: Settings) -> list[tuple[str, str]]:
+    """(key, value) rows of ``meta`` for ``META_SETTINGS``, values as text (repr: exact)."""
+    return [(k, repr(getattr(s, k))) for k in META_SETTINGS]
+
+
 #: the most results a search returns, and the deepest a first-stage list goes (``lethe
 #: search --top-k``'s maximum): larger counts are refused, not passed on to SQL
 MAX_COUNT = 1000
