@@ -668,7 +668,11 @@ def pick_judge(fed: Federation, name: str) -> FederatedJudge | None:
         if name == "cross-encoder":
             raise ModelMissing("no cross-encoder installed: run `lethe models pull` or set LETHE_RERANK_MODEL")
     if name not in ("auto", "late-interaction"):
-        raise UsageError(f"unknown judge {name!r}; choose auto, cross-encoder, late-interaction or none")
+        from .extend import factory
+
+        factory("judge", name)  # an unknown name: a UsageError listing the registry's judges
+        raise UsageError(f"judge {name!r} does not search across projects; choose auto, cross-encoder, "
+                         "late-interaction or none")
     return FederatedJudge("late-interaction", fed) if fed.has_token_index() else None
 
 

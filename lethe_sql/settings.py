@@ -29,7 +29,7 @@ class Settings:
     # RIF learns from), and the rest when the best of those is below the threshold.
     k_shallow: int = 30
     k_deep: int = 100
-    judge: str = "auto"             # auto | cross-encoder | late-interaction | none
+    judge: str = "auto"             # auto | cross-encoder | late-interaction | none | a registered judge (lethe_sql.extend)
     # First stage (lethe_candidates): "z" = lethe_fused, z-scored BM25 / context-field BM25 /
     # cosine over the union of each list's top `depth`, weighted; "rrf" = lethe_hybrid.
     fusion: str = "z"
@@ -101,7 +101,18 @@ MAX_COUNT = 1000
 
 # The rules every setting's value follows, wherever it comes from (.lethe/config.toml,
 # LETHE_<KEY>, `lethe config set`): one text per rule (check_value).
-CHOICES = {"judge": ("auto", "cross-encoder", "late-interaction", "none"), "fusion": ("z", "rrf")}
+CHOICES = {"fusion": ("z", "rrf")}
+
+
+def choices_of(key: str) -> tuple[str, ...] | None:
+    """The values setting ``key`` takes, when it takes a fixed set: ``judge`` takes the
+    judges of the registry (lethe_sql.extend: auto, every registered judge, none)."""
+    if key == "judge":
+        from .extend import judge_choices
+
+        return judge_choices()
+    return CHOICES.get(key)
+
 #: int settings: (least, most)
 INT_RANGES = {k: (1, MAX_COUNT) for k in ("top_k", "depth", "k_shallow", "k_deep", "n_clusters")}
 INT_RANGES.update({k: (0, 100_000) for k in ("context_tokens", "start_tokens", "prompt_tokens")})
@@ -153,8 +164,9 @@ def check_value(key: str, kind: str, raw, name: str | None = None):
             return v
     except ValueError:
         raise UsageError(f"{name} takes {_WANT[kind]}, got {raw!r}") from None
-    if key in CHOICES and (not isinstance(raw, str) or text not in CHOICES[key]):
-        raise UsageError(f"{name} takes one of {', '.join(CHOICES[key])}, got {raw!r}")
+    choices = choices_of(key)
+    if choices and (not isinstance(raw, str) or text not in choices):
+        raise UsageError(f"{name} takes one of {', '.join(choices)}, got {raw!r}")
     if not isinstance(raw, str):
         raise UsageError(f"{name} takes a string, got {raw!r}")
     if not text:
