@@ -4,27 +4,27 @@ over the merged pool.
 
 Why generated SQL: table macros do not resolve across ATTACH (a macro looks for its
 tables in the default catalog), so the union cannot call ``lethe_candidates`` per
-project. The per-project pieces below are the single-project first stage
-(``lethe_bm25``, ``lethe_bm25_ctx``, ``lethe_dense``, the entry lookup of
-``lethe_fused``) written once with unqualified table names; :func:`qualify` parses
-each piece with sqlglot and sets the catalog of every base table to the project's
-alias (and turns a ``__project__`` marker into the project's number, or its slug in the
-``lethe sql`` views, as a SQL literal). Names are never spliced as text; the query text
-and vector are bind parameters. The union's BM25 statistics (N, avgdl) and entry count
-are read once per attach: READ_ONLY holds writers off, so they cannot change.
+project. The union's first stage is therefore *expanded*, not written: the statement
+one project runs (``pipeline.CANDIDATES_SQL``) is parsed with sqlglot and its macro
+calls replaced by the bodies of the macros in the sql/ files themselves
+(:func:`table_macros`, :func:`first_stage_sql`): each ranked list (``lethe_bm25``,
+``lethe_bm25_ctx``, ``lethe_dense``) once per project with every base table read from
+that project's catalog, the fusion above them over (project, id) keys. Names are never
+spliced as text; the query text and vector are bind parameters.
 
 Comparable scores: the union is scored as if it were one database holding every
-project's entries. BM25 (entry text and context field) uses global statistics:
-a term's df is the sum of its df in every project, N the sum of the documents,
-avgdl the document-weighted mean; each project's term frequencies and lengths are
-its own. Dense scores are cosines (one embedding model: a project indexed with
-another model is skipped). Each list's top ``depth`` is taken over the union, the
-candidates' three scores are z-scored over the union's candidates and fused with
-the ``lethe_fused`` weights (or RRF with ``fusion = "rrf"``), exactly as
-``lethe_candidates`` does in one database, so a federated search over projects
-equals a search over one database holding them all (``tests/test_federation.py``
-checks it). The late-interaction judge's query-token IDF uses the summed ``token_df``
-and entry counts the same way.
+project's entries. BM25 (entry text and context field) uses global statistics, put
+where the macro reads its own: a term's df is the sum of its df in every project, N
+the sum of the documents, avgdl the document-weighted mean; each project's term
+frequencies and lengths are its own. Dense scores are cosines (one embedding model: a
+project indexed with another model is skipped), enrichment vectors included as in
+``lethe_dense``. Each list is ranked over the union by the macro's own order, and the
+candidates are fused by ``lethe_fused`` (or ``lethe_hybrid`` with ``fusion = "rrf"``)
+exactly as ``lethe_candidates`` does in one database, so a federated search over
+projects equals a search over one database holding them all (``tests/test_federation.py``),
+and a federated search over one project equals that project's search
+(``tests/test_federation_one.py``). The late-interaction judge's query-token IDF uses
+the summed ``token_df`` and entry counts the same way.
 
 Read-only by construction: the databases are attached READ_ONLY and nothing is
 written (no query log, no suppression, no lifecycle update). Suppression is not
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,7 @@ from sqlglot import exp
 
 from .errors import LetheError, UsageError
 from .judges import ids_literal, key_codes, max_per_key, token_rows
-from .pipeline import Candidate, judge_and_cut, pool_sizes
+from .pipeline import CANDIDATE_ARGS, Candidate, candidate_shape, judge_and_cut, pool_sizes
 from .prepared import statement
 from .registry import Project
 from .resources import resource_dir, sql_files
@@ -65,6 +66,7 @@ BASE_TABLES = {
     ("", "token_df"), ("main", "token_df"),
     ("", "schema_migrations"), ("main", "schema_migrations"),
     ("", "meta"), ("main", "meta"),
+    ("", "enrichment"), ("main", "enrichment"),
     ("fts_main_entries", "dict"), ("fts_main_entries", "terms"),
     ("fts_main_entries", "docs"), ("fts_main_entries", "stats"),
     ("lethe_ctx", "dict"), ("lethe_ctx", "terms"), ("lethe_ctx", "docs"), ("lethe_ctx", "stats"),
@@ -114,101 +116,249 @@ def union_all(template: str, aliases: list[str], placeholders=None, *, numbered:
     return node.sql(dialect=DIALECT)
 
 
-# -- the per-project pieces (unqualified: the single-project SQL) --------------------
+# -- the first stage, derived from sql/ ------------------------------------------------
+#
+# The single-project first stage is ``pipeline.CANDIDATES_SQL`` over the table macros of
+# sql/ (lethe_candidates -> lethe_fused / lethe_hybrid -> lethe_bm25, lethe_bm25_ctx,
+# lethe_dense, lethe_suppression_at). DuckDB cannot run those macros against attached
+# catalogs, so :func:`first_stage_sql` expands the same statement here, macro by macro,
+# from the text of the sql/ files (read once per process), the way DuckDB expands it:
+#
+# * a ranked-list macro (LIST_MACROS) is expanded once per project, its tables read from
+#   that project's catalog and its BM25 statistics (a term's df, the stats row) replaced
+#   by the union's; the projects' lists are then numbered again over the union by the
+#   macro's own order, with the project number as the last tie-break;
+# * every other macro is expanded in place, over (project, id) keys instead of id keys
+#   (joins, the id columns, and every ORDER BY that ends on the id); its ``entries``
+#   is the union of the projects' entries, tagged with their number;
+# * suppression is per project (each project's clusters are its own): the federated
+#   search applies none, so lethe_suppression_at is an empty list.
 
-_DF = """SELECT __project__ AS project, d.termid, d.term, d.df FROM {schema}.dict AS d JOIN qterms USING (term) WHERE d.df > 0"""
-_STATS = """SELECT s.num_docs, s.avgdl FROM {schema}.stats AS s"""
-# lethe_bm25 / lethe_bm25_ctx with the union's df and stats: qt_* holds each project's
-# query terms (its own termids), gdf_* their summed df, gst_* the union's N and avgdl
-_BM25 = """SELECT __project__ AS project, docs.name AS id,
-       sum(log((g.num_docs - q.df + 0.5) / (q.df + 0.5) + 1)
-           * (tf.tf * (1.2 + 1))
-           / (tf.tf + 1.2 * (1 - 0.75 + 0.75 * (docs.len / g.avgdl)))) AS score
-FROM (SELECT t.docid, t.termid, count(*) AS tf
-      FROM {schema}.terms AS t
-      WHERE t.termid IN (SELECT qt.termid FROM qt_{field} AS qt WHERE qt.project = __project__)
-      GROUP BY t.docid, t.termid) AS tf
-JOIN (SELECT qt.termid, gdf.df FROM qt_{field} AS qt JOIN gdf_{field} AS gdf USING (term)
-      WHERE qt.project = __project__) AS q USING (termid)
-JOIN {schema}.docs AS docs USING (docid)
-CROSS JOIN gst_{field} AS g
-GROUP BY docs.name"""
-# lethe_dense
-_DENSE = """SELECT __project__ AS project, e.id, array_inner_product(e.embedding, CAST(__qvec__ AS FLOAT[384])) AS score
-FROM entries AS e
-WHERE e.embedding IS NOT NULL
-ORDER BY score DESC, e.id
-LIMIT __lim__"""
-# lethe_fused's cosine for every candidate, lethe_candidates' tier filter, and the
-# columns the results show (one lookup per project for the <= 3 * depth candidates)
-_ENTRY = """SELECT __project__ AS project, e.id,
-       array_inner_product(e.embedding, CAST(__qvec__ AS FLOAT[384])) AS cos, e.tier,
-       e.content, e.text, e.source, e.heading, e.created_at, e.session_id
-FROM entries AS e
-WHERE e.id IN (SELECT u.id FROM u WHERE u.project = __project__)"""
+#: macros whose rows rank one project's entries: expanded per project, then ranked over the union
+LIST_MACROS = ("lethe_bm25", "lethe_bm25_ctx", "lethe_dense")
+#: macros a federated search leaves out (an empty relation of the same columns)
+EMPTY_MACROS = {"lethe_suppression_at": "SELECT CAST(NULL AS INTEGER) AS project, CAST(NULL AS VARCHAR) AS id, "
+                                        "CAST(NULL AS DOUBLE) AS s WHERE false"}
+_MACRO_HEAD = re.compile(r"CREATE\s+OR\s+REPLACE\s+MACRO\s+(\w+)\s*\((.*?)\)\s*AS\s+TABLE\b", re.S | re.I)
 
-_PH = {"__qvec__": "qvec", "__lim__": "lim"}
 
-# The union's first stage; {…} slots take generated UNION ALLs only.
-_FIRST_STAGE = """WITH
-    qterms AS (SELECT DISTINCT unnest(CASE WHEN $rrf THEN lethe_tokens($q) ELSE lethe_query_terms($q) END) AS term),
-    qt_text AS MATERIALIZED ({df_text}),
-    gdf_text AS (SELECT term, sum(df) AS df FROM qt_text GROUP BY term),
-    gst_text AS (SELECT CAST($n_text AS BIGINT) AS num_docs, CAST($avgdl_text AS DOUBLE) AS avgdl),
-    qt_ctx AS MATERIALIZED ({df_ctx}),
-    gdf_ctx AS (SELECT term, sum(df) AS df FROM qt_ctx GROUP BY term),
-    gst_ctx AS (SELECT CAST($n_ctx AS BIGINT) AS num_docs, CAST($avgdl_ctx AS DOUBLE) AS avgdl),
-    b AS MATERIALIZED (
-        SELECT project, id, score, row_number() OVER (ORDER BY round(score, 9) DESC, id, project) AS rank
-        FROM ({bm25_text})),
-    c AS MATERIALIZED (
-        SELECT project, id, score, row_number() OVER (ORDER BY round(score, 9) DESC, id, project) AS rank
-        FROM ({bm25_ctx})
-        WHERE NOT $rrf),
-    d AS MATERIALIZED (
-        SELECT project, id, score, row_number() OVER (ORDER BY score DESC, id, project) AS rank
-        FROM ({dense})
-        QUALIFY rank <= $lim),
-    u AS MATERIALIZED (
-        SELECT project, id FROM b WHERE rank <= $lim
-        UNION SELECT project, id FROM c WHERE rank <= $depth AND $w_ctx <> 0
-        UNION SELECT project, id FROM d),
-    e AS MATERIALIZED ({entry}),
-    f AS (
-        SELECT u.project, u.id, e.tier, e.content, e.text, e.source, e.heading, e.created_at, e.session_id,
-               b.rank AS bm25_rank, coalesce(b.score, 0) AS bm25_score,
-               c.rank AS ctx_rank, coalesce(c.score, 0) AS ctx_score,
-               d.rank AS dense_rank, coalesce(d.score, e.cos) AS dense_score
-        FROM u
-        JOIN e USING (project, id)
-        LEFT JOIN b USING (project, id)
-        LEFT JOIN c USING (project, id)
-        LEFT JOIN d USING (project, id)),
-    z AS (
-        SELECT *,
-               coalesce((bm25_score - avg(bm25_score) OVER ()) / nullif(stddev_pop(bm25_score) OVER (), 0), 0) AS z_bm25,
-               coalesce((ctx_score - avg(ctx_score) OVER ()) / nullif(stddev_pop(ctx_score) OVER (), 0), 0) AS z_ctx,
-               coalesce((dense_score - avg(dense_score) OVER ()) / nullif(stddev_pop(dense_score) OVER (), 0), 0) AS z_dense
-        FROM f),
-    s AS (
-        SELECT *,
-               CASE WHEN $rrf
-                    THEN coalesce(1.0 / (60 + CASE WHEN bm25_rank <= $lim THEN bm25_rank END), 0)
-                         + coalesce(1.0 / (60 + dense_rank), 0)
-                    ELSE ($w_bm25 * z_bm25 + $w_ctx * z_ctx + $w_dense * z_dense)
-                         / nullif(abs($w_bm25) + abs($w_ctx) + abs($w_dense), 0)
-               END AS fused
-        FROM z
-        QUALIFY row_number() OVER (ORDER BY round(fused, 9) DESC, id, project) <= 2 * $depth),
-    pool AS (
-        SELECT project, id, bm25_rank, bm25_score, dense_rank, dense_score, ctx_rank, ctx_score, tier,
-               fused, 0.0 AS suppression, fused AS adjusted,
-               row_number() OVER (ORDER BY round(fused, 9) DESC, id, project) AS pool_rank,
-               content, text, source, heading, created_at, session_id
-        FROM s
-        WHERE tier <> 'apoptotic'
-        QUALIFY pool_rank <= $k)
-SELECT * FROM pool ORDER BY pool_rank"""
+@dataclass(frozen=True)
+class Macro:
+    name: str
+    params: tuple[tuple[str, exp.Expression | None], ...]  # (name, default)
+    body: exp.Expression
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of a SQL file, split at its semicolons (tokens, not text: a
+    semicolon in a comment or a string does not split)."""
+    from sqlglot.tokens import TokenType
+
+    out, start = [], 0
+    for tok in sqlglot.Dialect.get_or_raise(DIALECT).tokenize(text):
+        if tok.token_type == TokenType.SEMICOLON:
+            out.append(text[start:tok.start])
+            start = tok.end + 1
+    out.append(text[start:])
+    return [s for s in out if s.strip()]
+
+
+@functools.lru_cache(maxsize=1)
+def table_macros() -> dict[str, Macro]:
+    """Every table macro of the sql/ files, parsed: the one text both searches run."""
+    out: dict[str, Macro] = {}
+    for f in sql_files("sql"):
+        for stmt in _statements(f.read_text(encoding="utf-8")):
+            m = _MACRO_HEAD.search(stmt)
+            if not m:
+                continue
+            params = []
+            for a in sqlglot.parse_one(f"SELECT f({m.group(2)})", dialect=DIALECT).expressions[0].expressions:
+                if isinstance(a, exp.PropertyEQ):
+                    params.append((a.this.name, a.expression))
+                else:
+                    params.append((a.name, None))
+            out[m.group(1).lower()] = Macro(m.group(1).lower(), tuple(params),
+                                            sqlglot.parse_one(stmt[m.end():], dialect=DIALECT))
+    return out
+
+
+def _call(node) -> tuple[Macro, list] | None:
+    """(macro, arguments) when ``node`` is a table-macro call in a FROM or JOIN."""
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous):
+        m = table_macros().get(node.this.name.lower())
+        if m is not None:
+            return m, node.this.expressions
+    return None
+
+
+def _expand(m: Macro, args: list) -> exp.Expression:
+    """``m``'s body with its parameters replaced by the call's arguments (positional, then
+    ``name := value``, then the defaults), as DuckDB expands a macro: an unqualified column
+    named like a parameter is that parameter."""
+    names = [p for p, _ in m.params]
+    bound = dict(m.params)
+    for i, a in enumerate(args):
+        if isinstance(a, exp.PropertyEQ):
+            bound[a.this.name] = a.expression
+        else:
+            bound[names[i]] = a
+    missing = [p for p in names if bound[p] is None]
+    if missing:
+        raise ValueError(f"{m.name}: no value for {', '.join(missing)}")
+
+    def sub(node):
+        if isinstance(node, exp.Column) and not node.table and node.name in bound:
+            return exp.Paren(this=bound[node.name].copy())
+        return node
+
+    return m.body.copy().transform(sub)
+
+
+def _twin(node: exp.Expression, col: str = "project") -> exp.Expression:
+    """``node`` with every column ``id`` replaced by column ``col`` of the same table."""
+    return node.copy().transform(
+        lambda n: exp.column(col, table=n.table or None) if isinstance(n, exp.Column) and n.name == "id" else n)
+
+
+def _keyed(tree: exp.Expression) -> exp.Expression:
+    """``tree`` over (project, id) keys: ``USING (id)`` and ``ON a.id = b.id`` join on the
+    project too, a selected id brings its project, an ordering by id breaks its ties by
+    project."""
+    for j in list(tree.find_all(exp.Join)):
+        using = j.args.get("using")
+        if using and any(u.name == "id" for u in using):
+            j.set("using", [exp.to_identifier("project"), *using])
+        on = j.args.get("on")
+        if on is not None:
+            for eq in list(on.find_all(exp.EQ)):
+                if all(isinstance(s, exp.Column) and s.name == "id" for s in (eq.this, eq.expression)):
+                    eq.replace(exp.and_(eq.copy(), _twin(eq)))
+    for sel in list(tree.find_all(exp.Select)):
+        cols = []
+        for e in sel.expressions:
+            if e.alias_or_name == "id" and not isinstance(e, exp.Star):
+                cols.append(exp.alias_(_twin(e.unalias()), "project") if isinstance(e, exp.Alias) else _twin(e))
+            cols.append(e)
+        sel.set("expressions", cols)
+    for order in list(tree.find_all(exp.Order)):
+        keys = []
+        for o in order.expressions:
+            keys.append(o)
+            if isinstance(o.this, exp.Column) and o.this.name == "id":
+                keys.append(_twin(o))
+        order.set("expressions", keys)
+    return tree
+
+
+def _union(parts: list[exp.Expression]) -> exp.Expression:
+    node = parts[0]
+    for p in parts[1:]:
+        node = exp.union(node, p, distinct=False)
+    return node
+
+
+def _tagged(i: int, select: exp.Select) -> exp.Select:
+    """``select`` with the project's number as its first column."""
+    select.set("expressions", [exp.alias_(exp.Literal.number(i), "project"), *select.expressions])
+    return select
+
+
+def _union_table(table: exp.Table, aliases: list[str]) -> exp.Expression:
+    """A base table of one database as the union of every project's, with a ``project``
+    column. Only the columns its SELECT reads through the table's alias (and the ``id``
+    it joins on) are read: DuckDB reads every column of a ``SELECT *`` branch of a UNION
+    ALL, the entries' vectors included."""
+    sel, name = table.find_ancestor(exp.Select), table.alias
+    cols = ["*"]
+    if sel is not None and name:
+        cols = ["id", *sorted({c.name for c in sel.find_all(exp.Column) if c.table == name} - {"id"})]
+    parts = [_tagged(i, exp.select(*cols).from_(_in_catalog(table.copy(), a))) for i, a in enumerate(aliases)]
+    return _union(parts).subquery(table.alias or table.name)
+
+
+def _in_catalog(t: exp.Table, alias: str) -> exp.Table:
+    t.set("catalog", exp.to_identifier(alias, quoted=True))
+    if not t.db:
+        t.set("db", exp.to_identifier("main"))
+    return t
+
+
+def _global_stats(t: exp.Table, body: exp.Expression, aliases: list[str]) -> exp.Expression | None:
+    """The union's BM25 statistics in place of one project's FTS ``stats`` or ``dict``
+    table (``t``, unqualified): N is the sum of the projects' documents, avgdl their
+    document-weighted mean length, a term's df the sum of its df in every project (the
+    union scored as one database holding every project's entries); each project's term
+    frequencies and lengths stay its own. None for any other table."""
+    if t.db not in ("fts_main_entries", "lethe_ctx") or t.name not in ("stats", "dict"):
+        return None
+
+    def each(sql: str) -> exp.Expression:
+        return _union([qualify(sql, a) for a in aliases]).subquery("x")
+
+    if t.name == "stats":
+        sql = f"SELECT num_docs, avgdl FROM {t.db}.stats"
+        return (exp.select("sum(x.num_docs) AS num_docs",
+                           "sum(x.num_docs * x.avgdl) / nullif(sum(x.num_docs), 0) AS avgdl")
+                .from_(each(sql)))
+    ctes = {c.alias for c in body.find_all(exp.CTE)}
+    if "qterms" not in ctes:
+        raise ValueError(f"{t.db}.dict is read without a qterms CTE: cannot sum the query terms' df")
+    df = (exp.select("x.term", "sum(x.df) AS df").from_(each(f"SELECT term, df FROM {t.db}.dict"))
+          .where("x.term IN (SELECT term FROM qterms)").group_by("x.term"))
+    return exp.select("d.termid", "d.term", "g.df").from_(
+        exp.Table(this=exp.to_identifier("dict"), db=exp.to_identifier(t.db), alias=exp.TableAlias(this=exp.to_identifier("d")))
+    ).join(df.subquery("g"), using=["term"])
+
+
+def _one_project(body: exp.Expression, alias: str, aliases: list[str]) -> exp.Expression:
+    """A list macro's expanded ``body`` for one project: its tables read from catalog
+    ``alias``, the FTS statistics the union's."""
+    def fix(node):
+        if isinstance(node, exp.Table) and not node.catalog and (node.db, node.name) in BASE_TABLES:
+            g = _global_stats(node, body, aliases)
+            if g is not None:
+                g = g.copy()
+                for tbl in g.find_all(exp.Table):
+                    if not tbl.catalog and tbl.name == "dict":
+                        _in_catalog(tbl, alias)
+                return g.subquery(node.alias or node.name)
+            return _in_catalog(node.copy(), alias)
+        return node
+
+    return body.copy().transform(fix)
+
+
+def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Expression:
+    """A list macro over the union: expanded once per project, each project's rows (its
+    own top k) tagged with its number, then numbered again over the union by the macro's
+    own order with the project as the last tie-break, and cut at k."""
+    body = _expand(m, args)
+    last = body if isinstance(body, exp.Select) else None
+    if last is None or last.args.get("limit") is None:
+        raise ValueError(f"{m.name}: a list macro must end in one SELECT ... ORDER BY ... LIMIT k")
+    parts = []
+    for i, a in enumerate(aliases):
+        one = _one_project(body, a, aliases)
+        parts.append(_tagged(i, exp.select(*[exp.column(e.alias_or_name) for e in last.expressions]).from_(one.subquery("r"))))
+    # the final SELECT again, over the union: each column by its name, the rank window's
+    # order rewritten in those names (``round(scored.score, 9) DESC, docs.name`` ->
+    # ``round(score, 9) DESC, id``); then keyed: the project joins the columns and breaks ties
+    by_name = {e.unalias().sql(dialect=DIALECT): e.alias_or_name for e in last.expressions
+               if not e.find(exp.Window)}
+
+    def named(n):
+        if isinstance(n, (exp.Column, exp.Func)) and not isinstance(n, exp.Window):
+            return exp.column(by_name[n.sql(dialect=DIALECT)]) if n.sql(dialect=DIALECT) in by_name else n
+        return n
+
+    cols = [e.copy().transform(named) if e.find(exp.Window) else exp.column(e.alias_or_name)
+            for e in last.expressions]
+    out = _keyed(exp.select(*cols))
+    out.set("order", last.args["order"].copy())
+    out.set("limit", last.args["limit"].copy())
+    return out.from_(_union(parts).subquery("u")).subquery(alias)
+
 
 # list_contains, not IN (subquery): a filter in each scan instead of a semi-join per
 # project (measured: 16 ms instead of 54 ms for a 30-entry pool over 9 projects of 5,000).
@@ -220,23 +370,37 @@ _TOKEN_DF = """SELECT d.token, d.df FROM token_df AS d WHERE list_contains(CAST(
 _HAS_TOKENS = """SELECT __project__ AS project, count(*) > 0 AS has FROM (SELECT 1 FROM token_vectors LIMIT 1)"""
 
 
+def _federate(tree: exp.Expression, aliases: list[str]) -> exp.Expression:
+    """``tree`` (single-project SQL over the sql/ macros) over the union of ``aliases``."""
+    tree = _keyed(tree)
+    for t in list(tree.find_all(exp.Table)):
+        call = _call(t)
+        if call is not None:
+            m, args = call
+            name = t.alias or m.name
+            if m.name in LIST_MACROS:
+                t.replace(_ranked_list(m, args, aliases, name))
+            elif m.name in EMPTY_MACROS:
+                t.replace(sqlglot.parse_one(EMPTY_MACROS[m.name], dialect=DIALECT).subquery(name))
+            else:
+                t.replace(_federate(_expand(m, args), aliases).subquery(name))
+        elif not t.catalog and (t.db, t.name) in BASE_TABLES:
+            t.replace(_union_table(t, aliases))
+    return tree
+
+
 @functools.lru_cache(maxsize=64)
 def first_stage_sql(aliases: tuple[str, ...]) -> str:
-    """The union's first-stage statement for these aliases (parameters: $q, $qvec, $k,
-    $depth, $lim, $rrf, $w_bm25, $w_ctx, $w_dense, and the union's BM25 statistics
-    $n_text, $avgdl_text, $n_ctx, $avgdl_ctx from :func:`stats_sql`). Its ``project``
-    column is the alias's position in ``aliases``. ``depth`` is lethe_candidates'
-    greatest(k, depth); ``lim`` the length of the BM25 and dense lists: ``depth`` for
-    z fusion, twice it for RRF (lethe_hybrid is called with k = 2 * depth)."""
-    a = list(aliases)
-    return _FIRST_STAGE.format(
-        df_text=union_all(_DF.format(schema="fts_main_entries"), a, numbered=True),
-        df_ctx=union_all(_DF.format(schema="lethe_ctx"), a, numbered=True),
-        bm25_text=union_all(_BM25.format(schema="fts_main_entries", field="text"), a, numbered=True),
-        bm25_ctx=union_all(_BM25.format(schema="lethe_ctx", field="ctx"), a, numbered=True),
-        dense=union_all(_DENSE, a, _PH, numbered=True),
-        entry=union_all(_ENTRY, a, _PH, numbered=True),
-    )
+    """The union's first-stage statement for these aliases: ``pipeline.CANDIDATES_SQL``
+    (parameters ``$q``, ``$qvec``, ``$k``, ``$depth`` and the settings of
+    ``pipeline.candidate_shape``) expanded over the union from the sql/ macros (see
+    above). Its ``project`` column is the alias's position in ``aliases``."""
+    from .pipeline import CANDIDATES_SQL
+
+    if not aliases:
+        raise UsageError("no project to search")
+    tree = sqlglot.parse_one(CANDIDATES_SQL, dialect=DIALECT)
+    return _federate(tree, list(aliases)).sql(dialect=DIALECT, comments=False)
 
 
 @functools.lru_cache(maxsize=256)
@@ -244,15 +408,6 @@ def tokens_sql(aliases: tuple[str, ...]) -> str:
     """Token vectors of the pool, one statement over the projects holding pool entries
     (parameter ``$ids_<i>``: the i-th alias's entry ids as a VARCHAR[] literal)."""
     return union_all(_TOKENS, list(aliases), lambda i, a: {"__ids__": f"ids_{i}"}, numbered=True)
-
-
-@functools.lru_cache(maxsize=64)
-def stats_sql(aliases: tuple[str, ...]) -> str:
-    """The union's BM25 statistics, text field then context field: documents, mean length."""
-    a = list(aliases)
-    agg = "SELECT sum(num_docs) AS n, sum(num_docs * avgdl) / nullif(sum(num_docs), 0) AS avgdl FROM ({})"
-    return (f"SELECT t.n, t.avgdl, c.n, c.avgdl FROM ({agg.format(union_all(_STATS.format(schema='fts_main_entries'), a))}) AS t, "
-            f"({agg.format(union_all(_STATS.format(schema='lethe_ctx'), a))}) AS c")
 
 
 @functools.lru_cache(maxsize=64)
@@ -334,7 +489,6 @@ class Federation:
         self.roots = {p.slug: p.root for p in self.projects}
         self._has_tokens: dict[str, bool] | None = None
         self._n_entries: int | None = None  # fixed while attached: READ_ONLY holds off writers
-        self._stats: dict | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -411,19 +565,10 @@ class Federation:
     def candidates(self, enc, k: int, depth: int, s: Settings) -> list[FedCandidate]:
         if not self.projects:
             return []
-        kk = max(int(k), int(depth))
-        if self._stats is None:  # fixed while attached, like the entry count
-            n_t, a_t, n_c, a_c = self.con.execute(stats_sql(self.aliases)).fetchone()
-            self._stats = dict(n_text=int(n_t or 0), avgdl_text=None if a_t is None else float(a_t),
-                               n_ctx=int(n_c or 0), avgdl_ctx=None if a_c is None else float(a_c))
         # prepared once per process and shape (lethe_sql.prepared): binding and optimising the
-        # union over every project is most of the statement's cost
-        stmt = statement(
-            first_stage_sql(self.aliases), (("q", "VARCHAR"), ("qvec", "FLOAT[384]")),
-            **self._stats, k=int(k), depth=kk, lim=2 * kk if s.fusion == "rrf" else kk, rrf=s.fusion == "rrf",
-            w_bm25=float(s.w_bm25), w_ctx=float(s.w_ctx), w_dense=float(s.w_dense),
-        )
-        cur = stmt.execute(self.con, q=enc.text, qvec=enc.vec)
+        # union over every project is most of the statement's cost. No suppression: cue 0, step 0.
+        stmt = statement(first_stage_sql(self.aliases), CANDIDATE_ARGS, **candidate_shape(k, depth, s))
+        cur = stmt.execute(self.con, q=enc.text, qvec=enc.vec, cue=0, step=0)
         names = [d[0] for d in cur.description]
         out = []
         for row in cur.fetchall():
@@ -523,7 +668,11 @@ def pick_judge(fed: Federation, name: str) -> FederatedJudge | None:
         if name == "cross-encoder":
             raise ModelMissing("no cross-encoder installed: run `lethe models pull` or set LETHE_RERANK_MODEL")
     if name not in ("auto", "late-interaction"):
-        raise UsageError(f"unknown judge {name!r}; choose auto, cross-encoder, late-interaction or none")
+        from .extend import factory
+
+        factory("judge", name)  # an unknown name: a UsageError listing the registry's judges
+        raise UsageError(f"judge {name!r} does not search across projects; choose auto, cross-encoder, "
+                         "late-interaction or none")
     return FederatedJudge("late-interaction", fed) if fed.has_token_index() else None
 
 

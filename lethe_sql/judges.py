@@ -191,6 +191,25 @@ class CrossEncoderJudge:
         return np.asarray(scores, dtype=np.float64)
 
 
+# The built-in judges' factories (lethe_sql.extend registers them by name): ``ctx`` a
+# JudgeContext, ``required`` true when the judge was named, not tried by ``auto``.
+def cross_encoder_judge(ctx, required: bool):
+    """The cross-encoder when one is installed; ModelMissing when named and missing."""
+    if ctx.reranker_source() is not None:
+        return CrossEncoderJudge()
+    if required:
+        from lethe_sql.udfs.models import ModelMissing
+
+        raise ModelMissing("no cross-encoder installed: run `lethe models pull` or set LETHE_RERANK_MODEL")
+    return None
+
+
+def late_interaction_judge(ctx, required: bool):
+    """Late interaction when the store has a token index, else None."""
+    li = LateInteractionJudge()
+    return li if li.available(ctx.con) else None
+
+
 def sigmoid(x: float) -> float:
     if x >= 0:
         return 1.0 / (1.0 + math.exp(-x))

@@ -34,6 +34,7 @@ import numpy as np
 
 from .judges import ids_literal, sigmoid
 from .privacy import scrub
+from .settings import meta_rows
 from .vectors import vec_literal
 
 APOPTOSIS_AFFINITY = 0.15
@@ -92,6 +93,7 @@ def update(
             [step, scrub(query).text, vec_literal(qvec), cue, judge],  # the log keeps no secret (privacy.py)
         )
         con.execute("UPDATE meta SET value = ? WHERE key = 'search_step'", [str(step)])
+        con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [list(r) for r in meta_rows(settings)])
         if rows and rif:
             _update_suppression(con, rows, n, step, cue, settings)
         winners = [(o[0], float(o[3])) for o in rows if o[4]]

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from .cues import analyze
-from .judges import QueryEncoding, sigmoid
+from .judges import QueryEncoding
 from .learn import cue_of, current_step, maybe_refit, update
 from .prepared import statement
 from .revisions import Superseded, promotions, superseders
@@ -415,8 +415,3 @@ def judge_order(pool: list, settings: Settings, judge, raw: list, cues=None) -> 
     for r, c in enumerate(ordered, 1):
         c.judge_rank = r
     return ordered
-
-
-def affinity_after(a: float, logit: float) -> float:
-    """The lifecycle's affinity rule, for documentation and tests."""
-    return 0.8 * a + 0.2 * sigmoid(logit)

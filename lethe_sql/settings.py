@@ -29,7 +29,7 @@ class Settings:
     # RIF learns from), and the rest when the best of those is below the threshold.
     k_shallow: int = 30
     k_deep: int = 100
-    judge: str = "auto"             # auto | cross-encoder | late-interaction | none
+    judge: str = "auto"             # auto | cross-encoder | late-interaction | none | a registered judge (lethe_sql.extend)
     # First stage (lethe_candidates): "z" = lethe_fused, z-scored BM25 / context-field BM25 /
     # cosine over the union of each list's top `depth`, weighted; "rrf" = lethe_hybrid.
     fusion: str = "z"
@@ -83,13 +83,36 @@ class Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 
+#: the settings that SQL a user runs by hand reads from ``meta`` (sql/rif.sql:
+#: ``lethe_rif_lambda()``, which the ``lethe_suppression`` view and ``lethe_suppression_at``
+#: use); every learning update writes them (``lethe_sql.learn.update``), so the views decay
+#: suppression as the searches do
+META_SETTINGS = ("rif_lambda",)
+
+
+def meta_rows(s: Settings) -> list[tuple[str, str]]:
+    """(key, value) rows of ``meta`` for ``META_SETTINGS``, values as text (repr: exact)."""
+    return [(k, repr(getattr(s, k))) for k in META_SETTINGS]
+
+
 #: the most results a search returns, and the deepest a first-stage list goes (``lethe
 #: search --top-k``'s maximum): larger counts are refused, not passed on to SQL
 MAX_COUNT = 1000
 
 # The rules every setting's value follows, wherever it comes from (.lethe/config.toml,
 # LETHE_<KEY>, `lethe config set`): one text per rule (check_value).
-CHOICES = {"judge": ("auto", "cross-encoder", "late-interaction", "none"), "fusion": ("z", "rrf")}
+CHOICES = {"fusion": ("z", "rrf")}
+
+
+def choices_of(key: str) -> tuple[str, ...] | None:
+    """The values setting ``key`` takes, when it takes a fixed set: ``judge`` takes the
+    judges of the registry (lethe_sql.extend: auto, every registered judge, none)."""
+    if key == "judge":
+        from .extend import judge_choices
+
+        return judge_choices()
+    return CHOICES.get(key)
+
 #: int settings: (least, most)
 INT_RANGES = {k: (1, MAX_COUNT) for k in ("top_k", "depth", "k_shallow", "k_deep", "n_clusters")}
 INT_RANGES.update({k: (0, 100_000) for k in ("context_tokens", "start_tokens", "prompt_tokens")})
@@ -141,8 +164,9 @@ def check_value(key: str, kind: str, raw, name: str | None = None):
             return v
     except ValueError:
         raise UsageError(f"{name} takes {_WANT[kind]}, got {raw!r}") from None
-    if key in CHOICES and (not isinstance(raw, str) or text not in CHOICES[key]):
-        raise UsageError(f"{name} takes one of {', '.join(CHOICES[key])}, got {raw!r}")
+    choices = choices_of(key)
+    if choices and (not isinstance(raw, str) or text not in choices):
+        raise UsageError(f"{name} takes one of {', '.join(choices)}, got {raw!r}")
     if not isinstance(raw, str):
         raise UsageError(f"{name} takes a string, got {raw!r}")
     if not text:

@@ -178,9 +178,9 @@ class MemoryStore:
     @property
     def embedder(self):
         if self._embedder is None:
-            from lethe_sql.udfs.embed import shared_embedder
+            from .extend import make_embedder
 
-            self._embedder = shared_embedder()
+            self._embedder = make_embedder()  # the registry's default, the shared MiniLM
         return self._embedder
 
     @property
@@ -710,22 +710,12 @@ class MemoryStore:
 
     # -- the judge -------------------------------------------------------------
     def judge(self, name: str | None = None):
-        """The judge a search uses: ``auto`` picks the cross-encoder when one is
-        installed, else late interaction over the token index, else none."""
-        name = name or self.settings.judge
-        if name == "none":
-            return None
-        from .judges import CrossEncoderJudge, LateInteractionJudge
+        """The judge a search uses, by name through the registry (lethe_sql.extend): ``auto``
+        picks the cross-encoder when one is installed, else late interaction over the token
+        index, else none."""
+        from .extend import JudgeContext, make_judge
 
-        if name in ("auto", "cross-encoder"):
-            if self._reranker_source() is not None:
-                return CrossEncoderJudge()
-            if name == "cross-encoder":
-                from lethe_sql.udfs.models import ModelMissing
-
-                raise ModelMissing("no cross-encoder installed: run `lethe models pull` or set LETHE_RERANK_MODEL")
-        li = LateInteractionJudge()
-        return li if li.available(self.con) else None
+        return make_judge(name or self.settings.judge, JudgeContext(self.con, self._reranker_source))
 
     def _reranker_source(self):
         if self._reranker_src is False:

@@ -33,6 +33,9 @@ top AS (
     ORDER BY score DESC, id
     LIMIT k
 )
+-- (LIMIT k again: a no-op here; the cross-project search re-ranks the projects' lists
+-- by this SELECT and cuts the union at its LIMIT, lethe_sql/federation.py)
 SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
 FROM top
-ORDER BY rank;
+ORDER BY rank
+LIMIT k;

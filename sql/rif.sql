@@ -4,9 +4,16 @@
 -- step `step` is s * exp(-decay * (step - last_step)). The updates after each
 -- judged search are in lethe_sql/learn.py; everything that reads the state is here.
 
--- Suppression of every entry for one cue (cluster) at a given step.
-CREATE OR REPLACE MACRO lethe_suppression_at(cue, step, decay := 0.005) AS TABLE
-SELECT id, s * exp(-decay * (step - last_step)) AS s
+-- The decay of suppression per search step: the setting rif_lambda (lethe_sql/settings.py),
+-- written to meta by every learning update (settings.meta_rows); its default, 0.005,
+-- before the first one.
+CREATE OR REPLACE MACRO lethe_rif_lambda() AS
+    coalesce(TRY_CAST((SELECT value FROM meta WHERE key = 'rif_lambda') AS DOUBLE), 0.005);
+
+-- Suppression of every entry for one cue (cluster) at a given step (decay: lethe_rif_lambda()
+-- unless given).
+CREATE OR REPLACE MACRO lethe_suppression_at(cue, step, decay := NULL) AS TABLE
+SELECT id, s * exp(-coalesce(decay, lethe_rif_lambda()) * (step - last_step)) AS s
 FROM rif_suppression
 WHERE cluster = cue;
 
@@ -24,7 +31,7 @@ CREATE OR REPLACE MACRO lethe_cue(qvec) AS (
 -- cosine) over lists of depth greatest(k, depth), minus alpha * suppression for the
 -- query's cue, apoptotic entries left out, best k by the adjusted score.
 CREATE OR REPLACE MACRO lethe_candidates(q, qvec, k, depth := 30, cue := 0, step := 0,
-                                         alpha := 0.3, decay := 0.005, rrf := false,
+                                         alpha := 0.3, decay := NULL, rrf := false,
                                          w_bm25 := 1.0, w_ctx := 1.0, w_dense := 1.0) AS TABLE
 WITH
     h AS (
@@ -55,7 +62,7 @@ LIMIT k;
 -- What RIF has learned, readable: current (decayed) suppression per cluster and entry.
 CREATE OR REPLACE VIEW lethe_suppression AS
 SELECT r.cluster, r.id,
-       r.s * exp(-coalesce(TRY_CAST((SELECT value FROM meta WHERE key = 'rif_lambda') AS DOUBLE), 0.005)
+       r.s * exp(-lethe_rif_lambda()
                  * (coalesce(TRY_CAST((SELECT value FROM meta WHERE key = 'search_step') AS BIGINT), 0) - r.last_step)) AS s,
        r.s AS s_at_last_update, r.last_step,
        e.source, e.heading, left(e.text, 120) AS text

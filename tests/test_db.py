@@ -21,6 +21,7 @@ SURFACE_MACROS = {
     "lethe_bm25_ctx", "lethe_fused",                              # context field, z-scored fusion
     "lethe_maxsim",                                               # late-interaction judge
     "lethe_cue", "lethe_suppression_at", "lethe_candidates",      # RIF
+    "lethe_rif_lambda",                                           # RIF: the decay setting, from meta
     "lethe_as_of",                                                # revisions: what held at a time
 }
 SURFACE_VIEWS = {"lethe_memories", "lethe_suppression", "lethe_lifecycle",

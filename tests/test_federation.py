@@ -130,18 +130,37 @@ def test_union_equals_one_database_holding_every_project(fed_env, embedder):
 
 
 def test_generated_sql_qualifies_every_table_and_binds_the_query(fed_env):
-    from lethe_sql.federation import first_stage_sql, qualify, stats_sql
+    from lethe_sql.federation import first_stage_sql, qualify
 
     sql = first_stage_sql(("alpha", "beta"))
     assert "$q" in sql and "$qvec" in sql and "postgres" not in sql
-    for t in ("fts_main_entries.dict", "fts_main_entries.terms", "fts_main_entries.docs", "lethe_ctx.dict", "main.entries"):
+    for t in ("fts_main_entries.dict", "fts_main_entries.terms", "fts_main_entries.docs", "fts_main_entries.stats",
+              "lethe_ctx.dict", "lethe_ctx.stats", "main.entries", "main.enrichment"):
         assert f'"alpha".{t}' in sql and f'"beta".{t}' in sql
-    assert '"alpha".lethe_ctx.stats' in stats_sql(("alpha", "beta")) and '"beta".fts_main_entries.stats' in stats_sql(("alpha", "beta"))
-    # no unqualified base table is left
+    # no unqualified base table is left, and no macro is called: DuckDB cannot run them across ATTACH
     assert not re.search(r"(?<![.\w\"])(fts_main_entries|lethe_ctx)\.", sql)
-    assert not re.search(r"FROM entries\b", sql)
+    assert not re.search(r"(FROM|JOIN) (entries|enrichment)\b", sql)
+    assert not re.search(r"lethe_(bm25|bm25_ctx|dense|fused|hybrid|candidates|suppression_at)\(", sql, re.I)
     q = qualify("SELECT __project__ AS p, e.id FROM entries AS e JOIN qterms USING (id)", 'we"ird').sql(dialect="duckdb")
     assert q == """SELECT 'we"ird' AS p, e.id FROM "we""ird".main.entries AS e JOIN qterms USING (id)"""
+
+
+def test_the_federated_first_stage_is_expanded_from_the_sql_files():
+    """One text per concept: the union's statement is pipeline.CANDIDATES_SQL expanded from
+    the macros of sql/, so the BM25 formula and the fusion are written once, in sql/."""
+    from lethe_sql import federation
+    from lethe_sql.resources import resource_dir
+
+    src = (REPO / "lethe_sql" / "federation.py").read_text(encoding="utf-8")
+    for text in ("0.75 * (docs.len", "(1.2 + 1)", "stddev_pop", "1.0 / (60 +"):
+        assert text in (resource_dir("sql") / ("fuse.sql" if text in ("stddev_pop", "1.0 / (60 +") else "bm25.sql")).read_text()
+        assert text not in src
+    macros = federation.table_macros()
+    assert set(federation.LIST_MACROS) | {"lethe_candidates", "lethe_fused", "lethe_hybrid"} <= set(macros)
+    sql = federation.first_stage_sql(("p0",))
+    # the BM25 formula of sql/bm25.sql, as sqlglot writes it, stands in the generated statement
+    body = macros["lethe_bm25"].body.find(federation.exp.Sum).sql(dialect="duckdb")
+    assert body in sql
 
 
 def test_cli_all_json_tags_hits_with_their_project_and_learns_nothing(fed_env):
