@@ -107,6 +107,20 @@ SPAN = 254
 MAX_SPANS = 32767 // SPAN + 1
 
 
+def best_span_scores(keys: np.ndarray, tbl, qtoks: np.ndarray, w: np.ndarray) -> dict[int, float]:
+    """The late-interaction score per key (integer ``keys``, one per token row of ``tbl``,
+    an Arrow table with ``v``, ``scale`` and ``pos``): each span's IDF-weighted MaxSim
+    (weights ``w`` per query token in ``qtoks``), and the best span's for the key. The
+    formula of ``lethe_maxsim``; the single-project and cross-project judges both use it."""
+    span = tbl.column("pos").to_numpy().astype(np.int64) // SPAN
+    uniq, best = max_per_key(keys.astype(np.int64) * MAX_SPANS + span, token_rows(tbl), qtoks)
+    out: dict[int, float] = {}
+    for k, sc in zip(uniq // MAX_SPANS, best @ w / w.sum()):
+        k = int(k)
+        out[k] = max(out.get(k, float("-inf")), float(sc))
+    return out
+
+
 class LateInteractionJudge:
     name = "late-interaction"
     #: adaptive depth off: always judge the whole first-stage pool (k_deep), in one batch.
@@ -154,11 +168,8 @@ class LateInteractionJudge:
         if tbl.num_rows == 0:
             return {i: 0.0 for i in ids}
         codes, names = key_codes(tbl.column("id"))
-        span = tbl.column("pos").to_numpy().astype(np.int64) // SPAN
-        keys, best = max_per_key(codes.astype(np.int64) * (MAX_SPANS + 1) + span, token_rows(tbl), enc.tok_vecs)
-        for k, s in zip(keys, best @ w / w.sum()):
-            n = names[k // (MAX_SPANS + 1)]
-            out[n] = max(out[n], float(s))
+        for k, s in best_span_scores(codes, tbl, enc.tok_vecs, w).items():
+            out[names[k]] = s
         return {i: (0.0 if s == float("-inf") else s) for i, s in out.items()}
 
     def logits(self, scores: np.ndarray) -> np.ndarray:

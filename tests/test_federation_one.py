@@ -31,7 +31,7 @@ def enriched(tmp_path_factory, embedder):
     """One registered, indexed project whose postgres note carries an enrichment (stored
     the way `lethe enrich` stores one): the query reaches it through the enrichment."""
     from lethe_sql import MemoryStore
-    from lethe_sql.enrich import _store_results
+    from lethe_sql.agents.enrich import _store_results
     from lethe_sql.registry import Registry
 
     base = tmp_path_factory.mktemp("fed1")
