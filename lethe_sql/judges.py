@@ -183,6 +183,12 @@ class LateInteractionJudge:
 class CrossEncoderJudge:
     name = "cross-encoder"
     default_threshold = 4.0
+    #: its logits are blended with the first stage's context BM25 and the query's cues
+    #: (``pipeline.blend``, the same weights as late interaction's), not put in their
+    #: place: on LoCoMo those signals carry much of the gain, which a cross-encoder alone
+    #: would drop. The weights were chosen with the late-interaction judge; no
+    #: cross-encoder can be installed offline here to choose its own.
+    blend = True
 
     def available(self, con) -> bool:
         return True

@@ -310,7 +310,7 @@ def supersede_order(ordered: list, replaced_by: dict, key=lambda c: c.id, field:
 
 
 def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
-    """The final score of a late-interaction search, per pool position: the judge's score
+    """The final score of a judged search (late interaction or the cross-encoder), per pool position: the judge's score
     and the first stage's signals, each z-scored over the judged pool, weighted
     (``Settings.blend_*``), plus the query-analysis cues (``lethe_sql.cues``: 0/1
     signals weighted by ``blend_time``, ``blend_date``, ``blend_question``, ``blend_phrase``; ``cues`` None
@@ -327,7 +327,11 @@ def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
     out = np.zeros(len(pool))
     for f, wt in w.items():
         if wt:
-            out += wt * _zscore(np.asarray([getattr(c, f) or 0.0 for c in pool], dtype=np.float64), eps=1e-12)
+            x = np.asarray([getattr(c, f) or 0.0 for c in pool], dtype=np.float64)
+            bad = ~np.isfinite(x)  # a judge's -inf (a text it could not score) counts as its lowest score
+            if bad.any():
+                x[bad] = x[~bad].min() if (~bad).any() else 0.0
+            out += wt * _zscore(x, eps=1e-12)
     if cues is not None:
         cw = {"time": s.blend_time, "date": s.blend_date, "question": s.blend_question, "phrase": s.blend_phrase,
               "ident": s.blend_ident}

@@ -530,3 +530,39 @@ def test_lethe_models_pull(models_env, hf_server, closed_port):
     assert again["downloaded"] is False
     assert "already installed" in _lethe(["models", "pull"], env).stdout
     assert json.loads(_lethe(["models", "pull", "--force", "--json"], env).stdout)["downloaded"] is True
+
+
+# --- the cross-encoder as the search's judge: blended, not alone --------------------------
+
+
+def test_cross_encoder_score_is_blended_with_the_cues(tmp_path, monkeypatch, tiny_model_dir, tokenizer_json, weights):
+    """With a cross-encoder installed, the final order blends its logits with the first
+    stage's context BM25 and the query's cues: a question naming a period ("in March
+    2026") puts the memory dated then first, although the cross-encoder alone prefers
+    the other one (more of the query's words)."""
+    from lethe_sql import MemoryStore
+
+    monkeypatch.setenv("LETHE_RERANK_MODEL", str(tiny_model_dir))
+    root = tmp_path / "p"
+    mem = root / ".lethe" / "memory"
+    mem.mkdir(parents=True)
+    old = "Deploys use the blue green script."
+    new = "Shipped the invoice exporter to production."
+    write(mem / "2026-01-10.md", f"# 2026-01-10\n\n## 10:00 Deploy\n\n{old}\n")
+    write(mem / "2026-03-12.md", f"# 2026-03-12\n\n## 10:00 Release\n\n{new}\n")
+    others = ["The office plants need water on Fridays.", "Lunch order: two pizzas and a salad.",
+              "Renamed the wiki page about onboarding.", "The printer on floor two is out of toner."]
+    write(mem / "2026-02-02.md", "# 2026-02-02\n\n" + "".join(f"## 1{i}:00 Note {i}\n\n{t}\n\n" for i, t in enumerate(others)))
+    q = "what did we deploy in March 2026?"
+    assert reference_logit(tokenizer_json, weights, q, old) > reference_logit(tokenizer_json, weights, q, new)
+    with MemoryStore(root) as st:
+        st.index()
+        out = st.search_outcome(q, top_k=2, learn=False, judge="cross-encoder")
+        assert out.judge == "cross-encoder"
+        assert [c.text for c in out.results] == [new, old]
+        alone = st.search_outcome(q, top_k=2, learn=False, judge="cross-encoder",
+                                  settings=st.settings.with_(blend_bm25=0.0, blend_ctx=0.0, blend_date=0.0,
+                                                             blend_time=0.0, blend_phrase=0.0, blend_ident=0.0))
+        assert [c.text for c in alone.results] == [old, new]  # the cross-encoder's own order
+        raw = {c.text: c.judge_raw for c in out.results}
+        assert raw[old] == pytest.approx(reference_logit(tokenizer_json, weights, q, old), abs=1e-3)
