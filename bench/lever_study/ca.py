@@ -1,7 +1,7 @@
 import os
 import pickle, numpy as np, sys
 sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[2]))
-from bench.locomo import split_conversations
+from lethe_bench.locomo import split_conversations
 P = pickle.load(open(os.environ.get('LEVERS_FEATURES', '/tmp/ltrPq.pkl'), 'rb'))
 NAMES = ['ms', 'ctx', 'bm25', 'cos', 'ccos', 'sbm', 'isq', 'len', 'time', 'msctx', 'fs', 'ctxstop']
 disc = 1 / np.log2(np.arange(2, 12))

@@ -1,7 +1,7 @@
 import pickle, numpy as np, sys, random
 sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[2]))
-from bench.locomo import split_conversations
-from bench.stats import compare
+from lethe_bench.locomo import split_conversations
+from lethe_bench.stats import compare
 
 def z(x):
     x = np.asarray(x, float)

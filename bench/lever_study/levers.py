@@ -108,7 +108,7 @@ def dump(dataset: str, path: str, out: str, depth: int = 200) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.levers")
+    ap = argparse.ArgumentParser(prog="python bench/lever_study/levers.py")
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("dump")
     d.add_argument("dataset")

@@ -30,7 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench import updates as U  # noqa: E402
+from lethe_bench import updates as U  # noqa: E402
 from lethe_sql import MemoryStore, revisions as R  # noqa: E402
 
 TUNE = "p01,p02,p04,p05,p07"
@@ -66,9 +66,9 @@ def pairs(project_ids: list[str], emb) -> tuple[np.ndarray, np.ndarray]:
 
 def conversation_pairs(path: Path, emb, n: int, seed: int = 0) -> np.ndarray:
     """Features of ``n`` seeded candidate pairs of the LoCoMo tune conversations (negatives)."""
-    from bench.locomo import load, split_conversations
-    from bench.runner import build_store
-    from bench.data import Corpus
+    from lethe_bench.locomo import load, split_conversations
+    from lethe_bench.runner import build_store
+    from lethe_bench.data import Corpus
 
     bench = load(path, "turn-global")
     corpus = bench.corpora[0]
@@ -120,7 +120,7 @@ def main() -> None:
     ap.add_argument("--check", default=None)
     ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
     a = ap.parse_args()
-    from bench.runner import make_embedder
+    from lethe_bench.runner import make_embedder
 
     emb = make_embedder(True, token_index=True)
     X, y = pairs(a.projects.split(","), emb)
