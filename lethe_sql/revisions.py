@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .cues import id_parts as _id_parts, identifiers as _identifiers
+from .cues import id_parts as _id_parts, identifiers as _identifiers, is_question
 
 #: each memory is scored against this many of its nearest older memories (cosine)
 NEIGHBOURS = 10
@@ -185,6 +185,11 @@ def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int]
     pair ordered in time is ever a revision."""
     if not old.before(new):
         return Verdict(False, 0.0, "not ordered in time")
+    if is_question(old.text) or is_question(new.text):
+        return Verdict(False, 0.0, "a question states nothing to revise")
+    a, b = speaker(old.text), speaker(new.text)
+    if a and b and a != b:
+        return Verdict(False, 0.0, f"said by different speakers ({a}, {b})")
     swapped = _restated(old.text, new.text, cos)
     if swapped:
         return Verdict(True, 0.99, f"restated with changed words: {swapped}")
@@ -224,6 +229,16 @@ def _restated(old_text: str, new_text: str, cos: float) -> str:
     if not came and not (gone & _NEGATIONS):
         return ""  # only words dropped
     return f"{', '.join(sorted(gone)) or '-'} -> {', '.join(sorted(came)) or '-'}"
+
+
+_SPEAKER = re.compile(r"([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):\s")
+
+
+def speaker(text: str) -> str:
+    """The name a conversation turn opens with ("Caroline: ..."), else "". A turn is what
+    its speaker says: another speaker's later turn answers it and does not revise it."""
+    m = _SPEAKER.match(text or "")
+    return m.group(1) if m else ""
 
 
 def _refers_to_date(text: str, when: datetime) -> bool:

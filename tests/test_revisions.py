@@ -56,6 +56,26 @@ def test_negations_and_swapped_names_are_revisions(old, new):
     assert classify(M(old, datetime(2026, 3, 1)), M(new, datetime(2026, 4, 1)), 0.9, 0, {}, 2).revision
 
 
+@pytest.mark.parametrize("old,new,why", [
+    # another speaker's later turn answers, it does not revise (LoCoMo's pleasantries)
+    ("Gina: Thanks, Jon! Appreciate your support!", "Jon: Thanks, Gina! Appreciate your support, really!",
+     "said by different speakers (Gina, Jon)"),
+    # a question asserts nothing, so it neither revises nor is revised
+    ("Tim: Wow! How long have you been surfing?", "Tim: Wow! How long have you been playing?",
+     "a question states nothing to revise"),
+    ("Which port does staging Postgres use?", NEW, "a question states nothing to revise"),
+])
+def test_questions_and_other_speakers_turns_are_never_revisions(old, new, why):
+    from lethe_sql.revisions import classify
+
+    v = classify(M(old, datetime(2026, 3, 1)), M(new, datetime(2026, 4, 1)), 0.95, 0, {}, 2)
+    assert not v.revision and v.reason == why and v.score == 0.0
+    # the same speaker restating a value still revises
+    same = classify(M("Gina: The store opens at 9.", datetime(2026, 3, 1)),
+                    M("Gina: The store opens at 10.", datetime(2026, 4, 1)), 0.95, 0, {}, 2)
+    assert same.revision and "9 -> 10" in same.reason
+
+
 @pytest.mark.parametrize("old,new", [
     (OLD, OLD + " Connect with psql -p 5433 from the bastion."),            # an elaboration adds, changes nothing
     ("Staging Postgres listens on port 5433.", "Staging Postgres runs PostgreSQL 16."),   # another attribute
