@@ -31,8 +31,7 @@ EMBED_DIM = 384
 #: ``max_length`` - 2, for [CLS] and [SEP]); the overlap is the width less this
 WINDOW_STRIDE = 192
 #: wordpieces read from one text at most (token positions are SMALLINT in the index):
-#: a longer text is read up to here (about 120 KB of English; memory files are split
-#: into sections far smaller than that)
+#: a longer text is read up to here (about 120 KB of English text)
 MAX_TEXT_WORDPIECES = 32000
 
 
