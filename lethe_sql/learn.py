@@ -5,7 +5,8 @@ Rules (issue 4; all constants are ``Settings`` fields):
 * losers (pool entries that did not make the final top-k):
   ``strength = max(0, judge_rank - pool_rank) / pool_size * sigmoid(-logit)``,
   ``s = min(s_decayed + rate * strength, max_s)``;
-* winners: ``s = max(0, s_decayed - reinforce)``; ``affinity = 0.8 a + 0.2 sigmoid(logit)``,
+* winners: ``s = max(0, s_decayed - reinforce)``; affinity moves by ``lethe_affinity_after``
+  (``sql/lifecycle.sql``: ``0.8 a + 0.2 sigmoid(logit)``),
   one more retrieval, tiers naive -> gc (3 retrievals) -> memory (affinity >= 0.65 and
   5 retrievals);
 * any entry with affinity < 0.15 idle for more than 1000 steps becomes apoptotic;
@@ -101,12 +102,12 @@ def update(
             # affinity, retrieval count and tier in one pass; the tier rule reads the new values
             con.execute(
                 """UPDATE entries SET
-                       affinity = 0.8 * affinity + 0.2 * list_extract(CAST($sig AS DOUBLE[]), list_position(CAST($ids AS VARCHAR[]), id)),
+                       affinity = lethe_affinity_after(affinity, list_extract(CAST($sig AS DOUBLE[]), list_position(CAST($ids AS VARCHAR[]), id))),
                        retrieval_count = retrieval_count + 1,
                        last_retrieval_step = $step,
                        tier = CASE
                            WHEN tier IN ('naive', 'gc')
-                                AND 0.8 * affinity + 0.2 * list_extract(CAST($sig AS DOUBLE[]), list_position(CAST($ids AS VARCHAR[]), id)) >= 0.65
+                                AND lethe_affinity_after(affinity, list_extract(CAST($sig AS DOUBLE[]), list_position(CAST($ids AS VARCHAR[]), id))) >= 0.65
                                 AND retrieval_count + 1 >= 5 THEN 'memory'
                            WHEN tier = 'naive' AND retrieval_count + 1 >= 3 THEN 'gc'
                            ELSE tier END

@@ -23,12 +23,13 @@ SURFACE_MACROS = {
     "lethe_cue", "lethe_suppression_at", "lethe_candidates",      # RIF
     "lethe_rif_lambda",                                           # RIF: the decay setting, from meta
     "lethe_as_of",                                                # revisions: what held at a time
+    "lethe_affinity_after",                                       # the lifecycle's affinity rule
 }
 SURFACE_VIEWS = {"lethe_memories", "lethe_suppression", "lethe_lifecycle",
                  "lethe_revisions", "lethe_versions", "lethe_current"}
 TABLES = {"meta", "entries", "entry_sources", "source_files", "schema_migrations", "token_vectors", "token_df",
           "query_log", "rif_centroids", "rif_suppression", "absorbed", "entry_context",
-          "revisions", "revision_candidates", "section_marks", "forgotten"}
+          "revisions", "revision_candidates", "section_marks", "forgotten", "entry_windows"}
 
 
 def test_connect_creates_schema_and_loads_fts_offline(tmp_path):
