@@ -8,7 +8,9 @@ copied here. It is not a dependency of lethe-sql; install it into the same envir
     pip install --no-deps lethe-memory==0.6.0 faiss-cpu rank-bm25
 
 (``--no-deps``: its own encoders need fastembed, which downloads models; this harness gives
-it our embedder instead.)
+it our embedder instead.) Its wheel installs a ``lethe`` script too, over lethe-sql's: run
+``pip install --no-deps -e .`` afterwards to get lethe-sql's back, or run the bench as
+``python -m lethe_sql.cli bench lethe-memory PATH``.
 
 What runs:
 
@@ -239,7 +241,8 @@ def summarize(lat: dict[str, list[float]], quality: dict[str, list[dict]], seed:
             r = stats.compare([m["ndcg@10"] for m in qb], [m["ndcg@10"] for m in qa], seed=seed)
             paired[key] = {"metric": "ndcg@10", "delta": round(r["delta"], 4),
                            "ci95": [round(x, 4) for x in r["ci95"]], "p": round(r["p"], 4), "n": r["n"]}
-    return {"configs": configs, "ratio_p50": {k: v["p50"] for k, v in ratios.items()}, "ratios": ratios,
+    # "sides", not "configs": bench.summary tabulates a results.json with "configs" as a quality run
+    return {"sides": configs, "ratio_p50": {k: v["p50"] for k, v in ratios.items()}, "ratios": ratios,
             "paired_ndcg": paired}
 
 
@@ -277,7 +280,7 @@ def markdown(result: dict, command: str) -> str:
         "| config | p50 ms | p95 ms | mean ms | NDCG@10 [95% CI] | Recall@10 | MRR@10 | n |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, c in result["configs"].items():
+    for name, c in result["sides"].items():
         ci = (c.get("ci95") or {}).get("ndcg@10")
         nd = _f(c["ndcg@10"], "{:.3f}") + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
         lines.append(f"| {name} | {_f(c['p50_ms'])} | {_f(c['p95_ms'])} | {_f(c['mean_ms'])} | {nd} | "
@@ -289,7 +292,7 @@ def markdown(result: dict, command: str) -> str:
         d = f"{p['delta']:+.4f} [{p['ci95'][0]:+.4f}, {p['ci95'][1]:+.4f}]" if p else "-"
         lines.append(f"| {key} | {r['p50']} | {r['p95']} | {d} | {p['p'] if p else '-'} |")
     lines += ["", "## Configs", ""]
-    lines += [f"* `{n}`: {c['what']}" for n, c in result["configs"].items()]
+    lines += [f"* `{n}`: {c['what']}" for n, c in result["sides"].items()]
     lines += ["", "## Notes", ""]
     lines += [f"* {n}" for n in result.get("notes", [])]
     return "\n".join(lines) + "\n"
