@@ -6,7 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from lethe_sql.bench import lethe_memory as LM
+try:  # the harness as its own distribution (bench/lethe_bench), or inside lethe_sql
+    from lethe_bench import lethe_memory as LM
+except ImportError:
+    from lethe_sql.bench import lethe_memory as LM
 
 
 @pytest.fixture
