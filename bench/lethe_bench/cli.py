@@ -112,7 +112,7 @@ def _learning_summary(lr: dict | None) -> list[str]:
 
 
 def bench_command(
-    dataset: str = typer.Argument(..., help="locomo, longmemeval, nfcorpus (or beir), synthetic, updates, soak or facts."),
+    dataset: str = typer.Argument(..., help="locomo, longmemeval, nfcorpus (or beir), synthetic, updates, soak, facts or lethe-memory."),
     path: str = typer.Argument(
         ..., help="The data file or folder (never copied). For synthetic: corpus sizes, e.g. 10k,50k,200k. "
         "For soak: how long the loops run, e.g. 30s, 5m."
@@ -170,6 +170,10 @@ def bench_command(
     lethe: Optional[str] = typer.Option(None, "--lethe", help="soak: the `lethe` executable to test (default: the one beside this Python)."),
     op_timeout: float = typer.Option(120.0, "--op-timeout", min=1, help="soak: seconds before a hung `lethe` process is killed (counted as failed)."),
     keep: bool = typer.Option(False, "--keep", help="soak: keep the temporary project (its path is in the report)."),
+    conversations: Optional[str] = typer.Option(
+        None, "--conversations", help="lethe-memory: the LoCoMo conversations indexed: the first N, or ids "
+        "conv-26,conv-30 (default: the first 4)."
+    ),
 ) -> None:
     """Benchmark retrieval quality and latency on a data set, through the user code path.
 
@@ -183,13 +187,19 @@ def bench_command(
 
     `facts N` indexes one file of N sections `fact number N about service sK.` and checks
     that each stays a memory and is found by its number (bench/facts.py); --queries S probes
-    a seeded sample of S facts (default: every one)."""
+    a seeded sample of S facts (default: every one).
+
+    `lethe-memory PATH` runs lethe-sql and lethe-memory 0.6.0 side by side in process on LoCoMo
+    turns (bench/lethe_memory.py): warm latency interleaved per query and NDCG@10 on both;
+    needs `pip install --no-deps lethe-memory==0.6.0 faiss-cpu rank-bm25`."""
     from lethe_sql.errors import LetheError, UsageError
 
     if dataset.lower() == "updates":
         return _updates(path, config, projects, seed, out, json_out, workdir, quiet)
     if dataset.lower() == "facts":
         return _facts(path, queries, seed, out, json_out, workdir, quiet)
+    if dataset.lower() == "lethe-memory":
+        return _lethe_memory(path, conversations, queries, seed, out, json_out, workdir, quiet)
     if dataset.lower() == "soak":
         return _soak(path, adders, searchers, indexers, hooks, size, seed, lethe, out, json_out, workdir, keep,
                      op_timeout, quiet)
@@ -270,6 +280,17 @@ def _facts(path, queries, seed, out, json_out, workdir, quiet) -> None:
         report_error(str(exc), exc.kind)
         raise typer.Exit(exc.exit_code) from None
     _emit(result, command, facts.markdown, out, json_out)
+
+
+def _lethe_memory(path, conversations, queries, seed, out, json_out, workdir, quiet) -> None:
+    from .lethe_memory import cli_main
+
+    command = _canonical_command("lethe-memory", path, [], {"--conversations": conversations, "--queries": queries,
+                                                           "--seed": seed or None, "--out": out, "--json": json_out})
+    code = cli_main(path, conversations=conversations, queries=queries, seed=seed, out=out, json_out=json_out,
+                    workdir=workdir, quiet=quiet, command=command)
+    if code:
+        raise typer.Exit(code)
 
 
 def _soak(duration, adders, searchers, indexers, hooks, size, seed, lethe, out, json_out, workdir, keep,
