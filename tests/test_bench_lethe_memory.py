@@ -6,10 +6,7 @@ import json
 import numpy as np
 import pytest
 
-try:  # the harness as its own distribution (bench/lethe_bench), or inside lethe_sql
-    from lethe_bench import lethe_memory as LM
-except ImportError:
-    from lethe_sql.bench import lethe_memory as LM
+from lethe_bench import lethe_memory as LM
 
 
 @pytest.fixture

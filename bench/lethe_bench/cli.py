@@ -190,7 +190,7 @@ def bench_command(
     a seeded sample of S facts (default: every one).
 
     `lethe-memory PATH` runs lethe-sql and lethe-memory 0.6.0 side by side in process on LoCoMo
-    turns (bench/lethe_memory.py): warm latency interleaved per query and NDCG@10 on both;
+    turns (lethe_bench/lethe_memory.py): warm latency interleaved per query and NDCG@10 on both;
     needs `pip install --no-deps lethe-memory==0.6.0 faiss-cpu rank-bm25`."""
     from lethe_sql.errors import LetheError, UsageError
 

@@ -516,10 +516,7 @@ def cli_main(path, *, conversations, queries, seed, out, json_out, workdir, quie
 
     import typer
 
-    try:
-        from lethe_sql.cli_output import report_error
-    except ImportError:  # the layout where the CLI is the package lethe_sql.cli
-        from lethe_sql.cli.common import report_error
+    from lethe_sql.cli.common import report_error
     from lethe_sql.errors import LetheError
 
     why = missing()
