@@ -27,7 +27,10 @@ hand-off itself). Properties:
   service closes it before it writes that project itself, a watcher thread closes it as
   soon as another process waits to write (a waiting lethe writer holds ``.gate.lock``,
   ``locks.py``; tested every ``WATCH_SECONDS``), and it closes after
-  ``READER_IDLE_SECONDS`` unused (``LETHE_SERVE_READER_IDLE``; 0 keeps none). After a
+  ``READER_IDLE_SECONDS`` unused (``LETHE_SERVE_READER_IDLE``; 0 keeps none), and when
+  a command of its own opens the file another way (``lethe status``, a cross-project
+  search: ``db.BEFORE_OPEN``). A search through it defers what it learns to the next
+  writer, as any read-only search does (``learn.record_pending``). After a
   command that wrote a project (the Stop hook's reindex, ``lethe add``) the service
   opens the reader again once the reply is sent, and plans the prompt's search on it
   (a warm-up search), so the next prompt finds it ready. A plain DuckDB client that
