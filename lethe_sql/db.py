@@ -49,6 +49,17 @@ _CORRUPT = ("not a valid DuckDB database", "Could not read enough bytes", "Is a 
             "Could not read from file", "corrupt", "Corrupt", "checksum", "Checksum")
 
 
+#: set by ``lethe serve``: called with a database file (and the store opening it, if one)
+#: before this process opens or attaches it, so that the service first closes the
+#: read-only reader it keeps on that file (DuckDB lets one process open a file one way)
+BEFORE_OPEN = None
+
+
+def before_open(path: str | os.PathLike, opener=None) -> None:
+    if BEFORE_OPEN is not None and str(path) != ":memory:":
+        BEFORE_OPEN(Path(path), opener)
+
+
 def open_duckdb(path: str | os.PathLike, *, read_only: bool = False, timeout: float | None = None):
     """``duckdb.connect`` with a bounded, jittered retry on lock conflicts; every failure
     is a one-line LetheError (``DatabaseCorrupt``, ``DatabaseLocked``, ``DatabaseUnwritable``)."""

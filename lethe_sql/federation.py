@@ -506,6 +506,9 @@ class Federation:
         if not db.is_file():
             raise ProjectUnavailable(f"no database at {db} (run `lethe index` in {p.root})")
         sql = attach_sql(str(db), p.slug)
+        from .db import before_open
+
+        before_open(db)  # in `lethe serve`: its kept reader of this file closes first
         deadline = time.monotonic() + timeout
         delay = 0.02
         while True:

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from .db import connect, store_vectors_plain
+from .db import before_open, connect, store_vectors_plain
 from .errors import LetheError, NotAProject, UsageError
 from .ingest import IndexReport, Progress, apply_changes, check_model, memory_files, scan, token_index_add
 from .locks import ProjectLock
@@ -208,6 +208,7 @@ class MemoryStore:
 
         if self.db_path == ":memory:":
             return self._connect(self.read_only)
+        before_open(self.db_path, self)  # in `lethe serve`: its kept reader of this file closes first
         self._lock.acquire(exclusive=not self.read_only)
         try:
             if self.read_only:

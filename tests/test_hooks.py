@@ -330,7 +330,7 @@ def test_prompt_hook_reads_through_an_index_its_process_holds(proj, embedder, mo
     store = MemoryStore(proj, embedder=embedder)
     store.con  # open for writing: the exclusive lock is held
     try:
-        monkeypatch.setattr(hooks, "KEPT_STORE", lambda root: store if Path(root) == store.root else None)
+        monkeypatch.setattr(hooks, "KEPT_STORE", lambda root, lock_wait=None: store if Path(root) == store.root else None)
         assert "pg-stg-2" in context(ask(proj, DB_PROMPT, "k"))
         assert store.con.execute("SELECT count(*) FROM query_log").fetchone()[0] == 0  # learned nothing
     finally:

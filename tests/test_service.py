@@ -1,8 +1,11 @@
 """`lethe serve`: the warm service the `lethe` executable hands frequent commands to."""
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,20 +27,28 @@ def wait_for(cond, seconds=120.0, what="condition"):
     pytest.fail(f"timed out waiting for {what}")
 
 
-@pytest.fixture()
-def service(tmp_path, cli_env):
-    env = dict(cli_env, LETHE_SERVE="1", LETHE_HOME=str(tmp_path / "lethe-home"), LETHE_SERVE_IDLE="300")
+@contextlib.contextmanager
+def running_service(tmp_path, cli_env, **extra):
+    env = dict(cli_env, LETHE_SERVE="1", LETHE_HOME=str(tmp_path / "lethe-home"), LETHE_SERVE_IDLE="300", **extra)
     proc = subprocess.Popen([LETHE, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sock = Path(env["LETHE_HOME"]) / "run" / "serve.sock"
-    wait_for(sock.exists, what="the service's socket")
-    log = sock.with_name("serve.log")
-    wait_for(lambda: log.exists() and "listening" in log.read_text(), what="the service to listen")
-    yield env, proc, log
-    subprocess.run([LETHE, "serve", "--stop"], env=env, capture_output=True, timeout=60)
     try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        wait_for(sock.exists, what="the service's socket")
+        log = sock.with_name("serve.log")
+        wait_for(lambda: log.exists() and "listening" in log.read_text(), what="the service to listen")
+        yield env, proc, log
+    finally:
+        subprocess.run([LETHE, "serve", "--stop"], env=env, capture_output=True, timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture()
+def service(tmp_path, cli_env):
+    with running_service(tmp_path, cli_env) as s:
+        yield s
 
 
 def run(args, env, check=True, input=None):
@@ -69,8 +80,8 @@ def test_commands_run_in_the_service_as_in_their_own_process(service, tmp_path):
     bad = run([*r, "search", "   ", "--json"], env, check=False)  # under --json: the JSON error on stdout
     assert (bad.returncode, bad.stderr) == (2, "") and served(log, "search") == 3
     assert json.loads(bad.stdout) == {"error": {"message": "the query is empty (or only whitespace)", "kind": "usage"}}
-    # between commands the service holds no database: a plain client can write it
-    con = duckdb.connect(str(root / ".lethe" / "index" / "lethe.duckdb"))
+    # between commands the service keeps only a read-only reader: a plain client can read the file
+    con = duckdb.connect(str(root / ".lethe" / "index" / "lethe.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM entries").fetchone()[0] == 1
     con.close()
     assert proc.poll() is None
@@ -152,3 +163,127 @@ def test_the_prompt_hook_runs_in_the_service_as_cold(service, tmp_path):
                        input=json.dumps({"session_id": "w", "cwd": str(root), "hook_event_name": "UserPromptSubmit",
                                          "prompt": "Which host and port does the staging Postgres database use?"}))
     assert p.returncode == 0 and p.stdout == "" and served(log, "hook") == 2
+
+
+# -- the kept read-only reader -----------------------------------------------------------------
+
+PG = "The staging Postgres is pg-stg-2 on pgbouncer port 6543."
+PG_PROMPT = "Which host and port does the staging Postgres database use?"
+EXPORT = "The nightly export job runs at 02:00 UTC from cron on batch-host-3."
+EXPORT_PROMPT = "When and where does the nightly export job run?"
+
+
+def prompt_hook(root, env, session, prompt):
+    payload = json.dumps({"session_id": session, "transcript_path": "", "cwd": str(root),
+                          "hook_event_name": "UserPromptSubmit", "prompt": prompt})
+    p = subprocess.run([LETHE, "hook", "prompt"], env=env, cwd=root, input=payload, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0 and p.stderr == ""
+    return json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"] if p.stdout else ""
+
+
+def log_count(log: Path, text: str) -> int:
+    return log.read_text().count(text)
+
+
+def reader_held(root: Path) -> bool:
+    """Whether some process holds the project lock shared (as the service's reader does)."""
+    fd = os.open(root / ".lethe" / "index" / ".rw.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_a_write_warms_a_reader_that_other_processes_can_read_beside(service, tmp_path):
+    env, _, log = service
+    root = tmp_path / "p"
+    run(["--root", str(root), "init"], env)
+    run(["--root", str(root), "add", PG], env)
+    # once the add's reply is out, the service opens the project read-only and plans the prompt's search
+    wait_for(lambda: log_count(log, f"warmed the reader of {root}") == 1, what="the reader to be warmed")
+    assert reader_held(root)
+    # a plain DuckDB client, in another process, reads the file meanwhile
+    code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); "
+            "print(con.execute('SELECT count(*) FROM entries').fetchone()[0])")
+    out = subprocess.run([sys.executable, "-c", code, str(root / ".lethe" / "index" / "lethe.duckdb")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
+    # the prompt reads through the kept reader: no reopening
+    assert "pg-stg-2" in prompt_hook(root, env, "s1", PG_PROMPT)
+    assert log_count(log, "closed the reader") == 0 and reader_held(root)
+
+
+def test_a_writer_in_another_process_gets_through_the_kept_reader(service, tmp_path):
+    from lethe_sql.locks import ProjectLock
+
+    env, _, log = service
+    root = tmp_path / "p"
+    run(["--root", str(root), "init"], env)
+    run(["--root", str(root), "add", PG], env)
+    wait_for(lambda: log_count(log, "warmed the reader") == 1, what="the reader to be warmed")
+    # a lethe writer waits on the gate: the watcher closes the reader, the writer gets the lock
+    lock = ProjectLock(root / ".lethe" / "index")
+    lock.acquire(exclusive=True, timeout=30)
+    lock.release()
+    assert log_count(log, f"closed the reader of {root}: a writer waits") == 1
+    assert "pg-stg-2" in prompt_hook(root, env, "s1", PG_PROMPT)  # reopened on the next read
+    wait_for(lambda: reader_held(root), seconds=5, what="the reader to be open again")
+    # a whole `lethe add` in its own process, then the next prompt sees what it wrote
+    cold = dict(env, LETHE_SERVE="0", LETHE_LOCK_TIMEOUT="30")
+    assert run(["--root", str(root), "add", EXPORT], cold).stdout.startswith("added ")
+    assert log_count(log, "a writer waits") == 2
+    assert "batch-host-3" in prompt_hook(root, env, "s2", EXPORT_PROMPT)
+
+
+def test_the_service_closes_its_reader_before_it_writes_and_reads_what_it_wrote(service, tmp_path):
+    env, _, log = service
+    root = tmp_path / "p"
+    run(["--root", str(root), "init"], env)
+    run(["--root", str(root), "add", PG], env)
+    assert "pg-stg-2" in prompt_hook(root, env, "s1", PG_PROMPT)
+    assert reader_held(root)
+    run(["--root", str(root), "add", EXPORT], env)
+    assert log_count(log, f"closed the reader of {root}: the service writes") >= 1
+    assert "batch-host-3" in prompt_hook(root, env, "s1", EXPORT_PROMPT)  # no stale reader
+    # and a search (read-only) through the service finds it too
+    hits = json.loads(run(["--root", str(root), "search", "nightly export", "--json"], env).stdout)
+    assert "batch-host-3" in hits[0]["content"]
+
+
+def test_an_unused_reader_is_closed_and_none_is_kept_when_turned_off(tmp_path, cli_env):
+    root = tmp_path / "p"
+    with running_service(tmp_path, cli_env, LETHE_SERVE_READER_IDLE="0.5") as (env, _, log):
+        run(["--root", str(root), "init"], env)
+        run(["--root", str(root), "add", PG], env)
+        wait_for(lambda: log_count(log, f"closed the reader of {root}: idle") == 1, what="the idle reader to close")
+        assert not reader_held(root)
+    assert log_count(log, "asked to stop") == 1
+    with running_service(tmp_path, cli_env, LETHE_SERVE_READER_IDLE="0") as (env, _, log):
+        run(["--root", str(root), "add", EXPORT], env)
+        assert "batch-host-3" in prompt_hook(root, env, "s1", EXPORT_PROMPT)
+        assert not reader_held(root) and "the reader of" not in log.read_text().split("asked to stop")[-1]
+        # with no reader kept, a plain client can write between commands
+        con = duckdb.connect(str(root / ".lethe" / "index" / "lethe.duckdb"))
+        assert con.execute("SELECT count(*) FROM entries").fetchone()[0] == 2
+        con.close()
+
+
+def test_a_command_that_opens_the_index_its_own_way_closes_the_reader_first(service, tmp_path):
+    """`lethe status` opens its own store and a cross-project search ATTACHes the files: in
+    the service's process DuckDB would refuse either beside the kept reader."""
+    env, _, log = service
+    p, q = tmp_path / "p", tmp_path / "q"
+    for root, text in ((p, PG), (q, EXPORT)):
+        run(["--root", str(root), "init"], env)
+        run(["--root", str(root), "add", text], env)
+        run(["projects", "add", str(root)], env)
+    wait_for(lambda: log_count(log, "warmed the reader") == 2, what="both readers to be warmed")
+    assert json.loads(run(["--root", str(p), "status", "--json"], env).stdout)["entries"] == 1
+    assert log_count(log, f"closed the reader of {p}: this process opens it another way") == 1
+    run(["--root", str(p), "search", "staging postgres"], env)  # the reader again
+    hits = json.loads(run(["search", "postgres port", "--all", "--json"], env).stdout)
+    assert {h["project"] for h in hits} == {"p", "q"}

@@ -86,13 +86,35 @@ def time_hooks(root: Path, texts: list[str], env: dict, tag: str) -> dict:
             "max_ms": round(max(ms), 1), "mean_ms": round(statistics.fmean(ms), 1), "with_context": given}
 
 
+def time_turns(root: Path, texts: list[str], env: dict, pause: float) -> dict:
+    """Each prompt after a write through the service (untimed), ``pause`` seconds later."""
+    lethe = str(Path(sys.executable).parent / "lethe")
+    runs = []
+    for i, text in enumerate(texts):
+        note = f"Turn note {time.time_ns()}: the agent finished step {i} of the benchmark."
+        p = subprocess.run([lethe, "--root", str(root), "add", note], env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"  turns add {i}: exit {p.returncode}: {p.stderr.strip()[:200]}", flush=True)
+        time.sleep(pause)
+        runs.append(time_hooks(root, [text], env, f"turns-{i}"))
+    ms = [r["p50_ms"] for r in runs]  # one prompt each: its time
+    return {"n": len(ms), "p50_ms": round(_pct(ms, 0.5), 1), "p95_ms": round(_pct(ms, 0.95), 1),
+            "max_ms": round(max(ms), 1), "mean_ms": round(statistics.fmean(ms), 1),
+            "with_context": sum(r["with_context"] for r in runs)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="latency of `lethe hook prompt`, warm and cold")
     ap.add_argument("--size", type=int, default=10_000)
     ap.add_argument("-n", type=int, default=60, help="prompts per mode")
     ap.add_argument("--root", type=Path, default=None, help="a project to use (built there when it has no index)")
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--modes", default="warm,cold")
+    ap.add_argument("--modes", default="warm,cold",
+                    help="warm, cold, turns (warm, with a `lethe add` through the service before each prompt, "
+                         "as the Stop hook's reindex writes between an agent's turns; untimed, then a pause)")
+    ap.add_argument("--serve-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="an environment variable for the service and the hooks (e.g. LETHE_SERVE_READER_IDLE=0)")
+    ap.add_argument("--pause", type=float, default=0.5, help="turns: seconds between the write and the prompt")
     args = ap.parse_args(argv)
     from .meta import machine, now_iso
 
@@ -107,11 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     texts = prompts(args.n)
     home = Path(tempfile.mkdtemp(prefix="lethe-hooklat-home-"))
     base = {k: v for k, v in os.environ.items() if not k.startswith("LETHE_")}
+    base.update(kv.split("=", 1) for kv in args.serve_env)
     out = {"command": "python -m lethe_bench.hook_latency " + " ".join(argv if argv is not None else sys.argv[1:]),
            "size": args.size, "machine": machine(), "load_before": os.getloadavg(), "modes": {}}
     lethe = str(Path(sys.executable).parent / "lethe")
     for mode in args.modes.split(","):
-        if mode == "warm":
+        if mode in ("warm", "turns"):
             env = dict(base, LETHE_SERVE="1", LETHE_HOME=str(home))
             srv = subprocess.Popen([lethe, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             log = home / "run" / "serve.log"
@@ -120,12 +143,15 @@ def main(argv: list[str] | None = None) -> int:
                 while time.monotonic() < deadline and not (log.exists() and "listening" in log.read_text()):
                     time.sleep(0.1)
                 time_hooks(root, texts[:5], env, "warmup")
-                out["modes"]["warm"] = time_hooks(root, texts, env, "warm")
+                if mode == "warm":
+                    out["modes"][mode] = time_hooks(root, texts, env, "warm")
+                else:
+                    out["modes"][mode] = time_turns(root, texts, env, args.pause)
                 served = [float(line.rsplit(" in ", 1)[1].split()[0]) for line in log.read_text().splitlines()
                           if "lethe hook -> " in line][5:]
                 if served:
-                    out["modes"]["warm"]["in_service_p50_ms"] = round(_pct(served, 0.5), 1)
-                    out["modes"]["warm"]["in_service_p95_ms"] = round(_pct(served, 0.95), 1)
+                    out["modes"][mode]["in_service_p50_ms"] = round(_pct(served, 0.5), 1)
+                    out["modes"][mode]["in_service_p95_ms"] = round(_pct(served, 0.95), 1)
             finally:
                 subprocess.run([lethe, "serve", "--stop"], env=env, capture_output=True, timeout=60)
                 srv.wait(timeout=60)

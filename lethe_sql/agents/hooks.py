@@ -256,7 +256,8 @@ PROMPT_POOL = 30
 PROMPT_LOCK_WAIT = 0.5
 PROMPT_HEADER = "Project memory that may bear on this prompt (lethe; full entry: `lethe expand ID`):\n"
 
-#: set by ``lethe serve``: root -> the store it holds open for that project, or None
+#: set by ``lethe serve``: (root, lock_wait) -> the store it keeps open for that project (for
+#: writing while busy, else its read-only reader), or None
 KEPT_STORE = None
 #: set by ``lethe serve``: runs a clean-up after the reply is sent (closing an index: 10 ms)
 AFTER_REPLY = None
@@ -287,8 +288,8 @@ def recall(root: Path, query: str, settings, *, top_k: int | None = None):
 
     k = max(top_k or PROMPT_TOP_K, 1)
     s = settings.with_(top_k=k, depth=max(PROMPT_POOL, k), k_shallow=max(PROMPT_POOL, k), k_deep=max(PROMPT_POOL, k))
-    kept = KEPT_STORE(root) if KEPT_STORE is not None else None
-    if kept is not None:  # the service holds this project open for writing: read through it
+    kept = KEPT_STORE(root, lock_wait=PROMPT_LOCK_WAIT) if KEPT_STORE is not None else None
+    if kept is not None:  # the service keeps this project open: read through it
         return kept.search_outcome(query, judge=PROMPT_JUDGE, learn=False, settings=s)
     store = MemoryStore(root, read_only=True, create=False, settings=s)
     try:
