@@ -285,45 +285,64 @@ def _in_catalog(t: exp.Table, alias: str) -> exp.Table:
     return t
 
 
-def _global_stats(t: exp.Table, body: exp.Expression, aliases: list[str]) -> exp.Expression | None:
-    """The union's BM25 statistics in place of one project's FTS ``stats`` or ``dict``
-    table (``t``, unqualified): N is the sum of the projects' documents, avgdl their
-    document-weighted mean length, a term's df the sum of its df in every project (the
-    union scored as one database holding every project's entries); each project's term
-    frequencies and lengths stay its own. None for any other table."""
-    if t.db not in ("fts_main_entries", "lethe_ctx") or t.name not in ("stats", "dict"):
-        return None
+FTS_STATS = ("fts_main_entries", "lethe_ctx")
 
+
+def _shared_name(t: exp.Table) -> str:
+    """The name of the CTE holding the union's statistics for FTS table ``t``."""
+    return f"lethe_union_{t.db}_{t.name}"
+
+
+def _global_stats(body: exp.Expression, aliases: list[str]) -> list[exp.CTE]:
+    """The union's BM25 statistics for every FTS ``stats`` or ``dict`` table that the
+    list macro's expanded ``body`` reads, computed once per list (one CTE each, read by
+    every project's copy of the body): N is the sum of the projects' documents, avgdl
+    their document-weighted mean length, a term's df the sum of its df in every project
+    (the union scored as one database holding every project's entries); each project's
+    term frequencies and lengths stay its own. The df is summed for the query's terms
+    only: the body's own ``qterms`` CTE, copied once beside them."""
     def each(sql: str) -> exp.Expression:
         return _union([qualify(sql, a) for a in aliases]).subquery("x")
 
-    if t.name == "stats":
-        sql = f"SELECT num_docs, avgdl FROM {t.db}.stats"
-        return (exp.select("sum(x.num_docs) AS num_docs",
-                           "sum(x.num_docs * x.avgdl) / nullif(sum(x.num_docs), 0) AS avgdl")
-                .from_(each(sql)))
-    ctes = {c.alias for c in body.find_all(exp.CTE)}
-    if "qterms" not in ctes:
-        raise ValueError(f"{t.db}.dict is read without a qterms CTE: cannot sum the query terms' df")
-    df = (exp.select("x.term", "sum(x.df) AS df").from_(each(f"SELECT term, df FROM {t.db}.dict"))
-          .where("x.term IN (SELECT term FROM qterms)").group_by("x.term"))
-    return exp.select("d.termid", "d.term", "g.df").from_(
-        exp.Table(this=exp.to_identifier("dict"), db=exp.to_identifier(t.db), alias=exp.TableAlias(this=exp.to_identifier("d")))
-    ).join(df.subquery("g"), using=["term"])
+    out: dict[str, exp.CTE] = {}
+    for t in body.find_all(exp.Table):
+        if t.catalog or t.db not in FTS_STATS or t.name not in ("stats", "dict"):
+            continue
+        name = _shared_name(t)
+        if name in out:
+            continue
+        if t.name == "stats":
+            sel = (exp.select("sum(x.num_docs) AS num_docs",
+                              "sum(x.num_docs * x.avgdl) / nullif(sum(x.num_docs), 0) AS avgdl")
+                   .from_(each(f"SELECT num_docs, avgdl FROM {t.db}.stats")))
+        else:
+            qterms = next((c for c in body.find_all(exp.CTE) if c.alias == "qterms"), None)
+            if qterms is None:
+                raise ValueError(f"{t.db}.dict is read without a qterms CTE: cannot sum the query terms' df")
+            if "lethe_union_qterms" not in out:
+                out["lethe_union_qterms"] = exp.CTE(this=qterms.this.copy(), alias=exp.TableAlias(
+                    this=exp.to_identifier("lethe_union_qterms")), materialized=True)
+            sel = (exp.select("x.term", "sum(x.df) AS df").from_(each(f"SELECT term, df FROM {t.db}.dict"))
+                   .where("x.term IN (SELECT term FROM lethe_union_qterms)").group_by("x.term"))
+        out[name] = exp.CTE(this=sel, alias=exp.TableAlias(this=exp.to_identifier(name)), materialized=True)
+    return list(out.values())
 
 
-def _one_project(body: exp.Expression, alias: str, aliases: list[str]) -> exp.Expression:
+def _one_project(body: exp.Expression, alias: str) -> exp.Expression:
     """A list macro's expanded ``body`` for one project: its tables read from catalog
-    ``alias``, the FTS statistics the union's."""
+    ``alias``, the FTS statistics the union's (the CTEs of :func:`_global_stats`): the
+    ``stats`` row is the union's, a ``dict`` row keeps the project's termid with the
+    union's df."""
     def fix(node):
         if isinstance(node, exp.Table) and not node.catalog and (node.db, node.name) in BASE_TABLES:
-            g = _global_stats(node, body, aliases)
-            if g is not None:
-                g = g.copy()
-                for tbl in g.find_all(exp.Table):
-                    if not tbl.catalog and tbl.name == "dict":
-                        _in_catalog(tbl, alias)
-                return g.subquery(node.alias or node.name)
+            if node.db in FTS_STATS and node.name == "stats":
+                return exp.to_table(_shared_name(node)).as_(node.alias or node.name)
+            if node.db in FTS_STATS and node.name == "dict":
+                own = _in_catalog(exp.Table(this=exp.to_identifier("dict"), db=exp.to_identifier(node.db),
+                                            alias=exp.TableAlias(this=exp.to_identifier("d"))), alias)
+                g = exp.to_table(_shared_name(node)).as_("g")
+                sel = exp.select("d.termid", "d.term", "g.df").from_(own).join(g, using=["term"])
+                return sel.subquery(node.alias or node.name)
             return _in_catalog(node.copy(), alias)
         return node
 
@@ -340,7 +359,7 @@ def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Ex
         raise ValueError(f"{m.name}: a list macro must end in one SELECT ... ORDER BY ... LIMIT k")
     parts = []
     for i, a in enumerate(aliases):
-        one = _one_project(body, a, aliases)
+        one = _one_project(body, a)
         parts.append(_tagged(i, exp.select(*[exp.column(e.alias_or_name) for e in last.expressions]).from_(one.subquery("r"))))
     # the final SELECT again, over the union: each column by its name, the rank window's
     # order rewritten in those names (``round(scored.score, 9) DESC, docs.name`` ->
@@ -358,7 +377,11 @@ def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Ex
     out = _keyed(exp.select(*cols))
     out.set("order", last.args["order"].copy())
     out.set("limit", last.args["limit"].copy())
-    return out.from_(_union(parts).subquery("u")).subquery(alias)
+    out = out.from_(_union(parts).subquery("u"))
+    shared = _global_stats(body, aliases)
+    if shared:
+        out.set("with_", exp.With(expressions=shared))
+    return out.subquery(alias)
 
 
 # list_contains, not IN (subquery): a filter in each scan instead of a semi-join per
