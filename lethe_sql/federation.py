@@ -269,13 +269,71 @@ def _union_table(table: exp.Table, aliases: list[str]) -> exp.Expression:
     """A base table of one database as the union of every project's, with a ``project``
     column. Only the columns its SELECT reads through the table's alias (and the ``id``
     it joins on) are read: DuckDB reads every column of a ``SELECT *`` branch of a UNION
-    ALL, the entries' vectors included."""
+    ALL, the entries' vectors included. Joined on (project, id) to a named relation (the
+    candidates), each project's rows are looked up by that relation's ids
+    (:func:`_lookup`)."""
     sel, name = table.find_ancestor(exp.Select), table.alias
     cols = ["*"]
     if sel is not None and name:
         cols = ["id", *sorted({c.name for c in sel.find_all(exp.Column) if c.table == name} - {"id"})]
-    parts = [_tagged(i, exp.select(*cols).from_(_in_catalog(table.copy(), a))) for i, a in enumerate(aliases)]
+    keys = _lookup(table)
+    parts = []
+    for i, a in enumerate(aliases):
+        part = _tagged(i, exp.select(*cols).from_(_in_catalog(table.copy(), a)))
+        if keys is not None:
+            ref = exp.column("id", table=name or table.name)
+            ids = exp.select("k.id").from_(exp.to_table(keys).as_("k")).where(
+                exp.EQ(this=exp.column("project", table="k"), expression=exp.Literal.number(i)))
+            part = part.where(exp.In(this=ref, query=exp.Subquery(this=ids)))
+        parts.append(part)
     return _union(parts).subquery(table.alias or table.name)
+
+
+def _lookup(table: exp.Table) -> str | None:
+    """The name of the relation ``table`` is joined to on (project, id), when the join
+    keeps only rows of that relation (``X JOIN table USING (project, id)``, X a CTE or a
+    subquery, or a LEFT JOIN from X): then each project's rows are the ones whose id X
+    holds for that project, a semi-join DuckDB turns into a filter on the project's scan
+    (the join's own filter does not pass the union). X is made a MATERIALIZED CTE (a
+    subquery in FROM is moved into one): it is read once more per project."""
+    join = table.parent
+    if not isinstance(join, exp.Join) or join.args.get("kind") or join.side not in ("", "LEFT"):
+        return None
+    if {u.name for u in join.args.get("using") or []} != {"project", "id"}:
+        return None
+    sel = join.parent
+    src = sel.args.get("from_") if isinstance(sel, exp.Select) else None
+    if src is None or len(sel.args.get("joins") or []) == 0 or sel.args["joins"][0] is not join:
+        return None
+    left = src.this
+    if isinstance(left, exp.Subquery) and left.alias:
+        name = left.alias
+        cte = exp.CTE(this=left.this.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)), materialized=True)
+        with_ = sel.args.get("with_")
+        if with_ is None:
+            sel.set("with_", exp.With(expressions=[cte]))
+        else:
+            with_.append("expressions", cte)
+        left.replace(exp.to_table(name))
+        return name
+    if isinstance(left, exp.Table) and not left.db and not left.catalog and not left.alias:
+        cte = _cte_named(sel, left.name)
+        if cte is not None:
+            cte.set("materialized", True)
+            return left.name
+    return None
+
+
+def _cte_named(node: exp.Expression, name: str) -> exp.CTE | None:
+    """The CTE ``name`` visible from ``node`` (the nearest enclosing WITH defining it)."""
+    while node is not None:
+        w = node.args.get("with_") if isinstance(node, (exp.Select, exp.SetOperation)) else None
+        if w is not None:
+            for c in w.expressions:
+                if c.alias == name:
+                    return c
+        node = node.parent
+    return None
 
 
 def _in_catalog(t: exp.Table, alias: str) -> exp.Table:
@@ -328,12 +386,15 @@ def _global_stats(body: exp.Expression, aliases: list[str]) -> list[exp.CTE]:
     return list(out.values())
 
 
-def _one_project(body: exp.Expression, alias: str) -> exp.Expression:
+def _one_project(body: exp.Expression, alias: str, shared: list[exp.CTE] = ()) -> exp.Expression:
     """A list macro's expanded ``body`` for one project: its tables read from catalog
     ``alias``, the FTS statistics the union's (the CTEs of :func:`_global_stats`): the
     ``stats`` row is the union's, a ``dict`` row keeps the project's termid with the
-    union's df."""
+    union's df; its ``qterms`` the shared copy (the same query terms, tokenized once)."""
     def fix(node):
+        if (isinstance(node, exp.CTE) and node.alias == "qterms"
+                and any(c.alias == "lethe_union_qterms" for c in shared)):
+            return exp.CTE(this=exp.select("term").from_("lethe_union_qterms"), alias=node.args["alias"].copy())
         if isinstance(node, exp.Table) and not node.catalog and (node.db, node.name) in BASE_TABLES:
             if node.db in FTS_STATS and node.name == "stats":
                 return exp.to_table(_shared_name(node)).as_(node.alias or node.name)
@@ -349,6 +410,37 @@ def _one_project(body: exp.Expression, alias: str) -> exp.Expression:
     return body.copy().transform(fix)
 
 
+#: a LIMIT at least this large keeps every row (the BM25 lists of lethe_fused)
+ALL_ROWS = 2**63 - 1
+
+
+def _project_cut(one: exp.Select) -> exp.Select:
+    """One project's copy of a list macro, cut at k without numbering its rows: the
+    union numbers them again (:func:`_ranked_list`), so the project's ``ORDER BY rank
+    LIMIT k`` over ``rank = row_number() OVER (ORDER BY keys)`` becomes ``ORDER BY keys
+    LIMIT k`` (a top-N), and no ordering at all when k keeps every row."""
+    wins = [e for e in one.expressions if isinstance(e.unalias(), exp.Window)]
+    order, limit = one.args.get("order"), one.args.get("limit")
+    if len(wins) != 1 or order is None or limit is None:
+        return one
+    rank = wins[0].alias_or_name
+    if [o.this.sql() for o in order.expressions] != [exp.column(rank).sql()]:
+        return one
+    if any(isinstance(c, exp.Column) and c.name == rank for e in one.expressions if e is not wins[0]
+           for c in e.find_all(exp.Column)):
+        return one
+    one = one.copy()
+    win = next(e for e in one.expressions if e.alias_or_name == rank).unalias()
+    one.set("expressions", [e for e in one.expressions if e.alias_or_name != rank])
+    n = limit.expression.unnest() if isinstance(limit, exp.Limit) else None
+    if isinstance(n, exp.Literal) and n.is_int and int(n.name) >= ALL_ROWS:
+        one.set("order", None)
+        one.set("limit", None)
+    else:
+        one.set("order", win.args["order"].copy())
+    return one
+
+
 def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Expression:
     """A list macro over the union: expanded once per project, each project's rows (its
     own top k) tagged with its number, then numbered again over the union by the macro's
@@ -357,10 +449,11 @@ def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Ex
     last = body if isinstance(body, exp.Select) else None
     if last is None or last.args.get("limit") is None:
         raise ValueError(f"{m.name}: a list macro must end in one SELECT ... ORDER BY ... LIMIT k")
+    shared = _global_stats(body, aliases)
     parts = []
     for i, a in enumerate(aliases):
-        one = _one_project(body, a)
-        parts.append(_tagged(i, exp.select(*[exp.column(e.alias_or_name) for e in last.expressions]).from_(one.subquery("r"))))
+        one = _project_cut(_one_project(body, a, shared))
+        parts.append(_tagged(i, exp.select(*[exp.column(e.alias_or_name) for e in one.expressions]).from_(one.subquery("r"))))
     # the final SELECT again, over the union: each column by its name, the rank window's
     # order rewritten in those names (``round(scored.score, 9) DESC, docs.name`` ->
     # ``round(score, 9) DESC, id``); then keyed: the project joins the columns and breaks ties
@@ -378,7 +471,6 @@ def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Ex
     out.set("order", last.args["order"].copy())
     out.set("limit", last.args["limit"].copy())
     out = out.from_(_union(parts).subquery("u"))
-    shared = _global_stats(body, aliases)
     if shared:
         out.set("with_", exp.With(expressions=shared))
     return out.subquery(alias)
@@ -408,7 +500,9 @@ def _federate(tree: exp.Expression, aliases: list[str]) -> exp.Expression:
                 t.replace(sqlglot.parse_one(EMPTY_MACROS[m.name], dialect=DIALECT).subquery(name))
             else:
                 t.replace(_federate(_expand(m, args), aliases).subquery(name))
-        elif not t.catalog and (t.db, t.name) in BASE_TABLES:
+    # then the base tables, the macros expanded around them (a lookup names its relation)
+    for t in list(tree.find_all(exp.Table)):
+        if not t.catalog and (t.db, t.name) in BASE_TABLES:
             t.replace(_union_table(t, aliases))
     return tree
 
