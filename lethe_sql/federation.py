@@ -7,9 +7,10 @@ tables in the default catalog), so the union cannot call ``lethe_candidates`` pe
 project. The union's first stage is therefore *expanded*, not written: the statement
 one project runs (``pipeline.CANDIDATES_SQL``) is parsed with sqlglot and its macro
 calls replaced by the bodies of the macros in the sql/ files themselves
-(:func:`table_macros`, :func:`first_stage_sql`): each ranked list (``lethe_bm25``,
-``lethe_bm25_ctx``, ``lethe_dense``) once per project with every base table read from
-that project's catalog, the fusion above them over (project, id) keys. Names are never
+(:func:`table_macros`, :func:`first_stage_sql`): each BM25 list (``lethe_bm25``,
+``lethe_bm25_ctx``) once per project with every base table read from that project's
+catalog, the rest (``lethe_dense``, the fusion above) over the union of the projects'
+tables on (project, id) keys. Names are never
 spliced as text; the query text and vector are bind parameters.
 
 Comparable scores: the union is scored as if it were one database holding every
@@ -125,18 +126,21 @@ def union_all(template: str, aliases: list[str], placeholders=None, *, numbered:
 # catalogs, so :func:`first_stage_sql` expands the same statement here, macro by macro,
 # from the text of the sql/ files (read once per process), the way DuckDB expands it:
 #
-# * a ranked-list macro (LIST_MACROS) is expanded once per project, its tables read from
-#   that project's catalog and its BM25 statistics (a term's df, the stats row) replaced
-#   by the union's; the projects' lists are then numbered again over the union by the
-#   macro's own order, with the project number as the last tie-break;
-# * every other macro is expanded in place, over (project, id) keys instead of id keys
-#   (joins, the id columns, and every ORDER BY that ends on the id); its ``entries``
-#   is the union of the projects' entries, tagged with their number;
+# * a BM25 list macro (LIST_MACROS: its termid and docid are a project's own) is expanded
+#   once per project, its tables read from that project's catalog and its BM25 statistics
+#   (a term's df, the stats row) replaced by the union's, computed once per list in CTEs
+#   every project's copy reads; each copy is cut at k by a top-N, and the projects' rows
+#   are numbered over the union by the macro's own order, the project number last;
+# * every other macro (lethe_dense included) is expanded in place, over (project, id) keys
+#   instead of id keys (joins, the id columns, GROUP BY and every ORDER BY that ends on
+#   the id); its base tables are the unions of the projects' tables, tagged with their
+#   number, and a table joined to the candidates is read by their ids, project by project;
 # * suppression is per project (each project's clusters are its own): the federated
 #   search applies none, so lethe_suppression_at is an empty list.
 
-#: macros whose rows rank one project's entries: expanded per project, then ranked over the union
-LIST_MACROS = ("lethe_bm25", "lethe_bm25_ctx", "lethe_dense")
+#: macros whose rows rank one project's entries by its own FTS index: expanded per project,
+#: then ranked over the union (lethe_dense reads only entry ids and vectors: over the union)
+LIST_MACROS = ("lethe_bm25", "lethe_bm25_ctx")
 #: macros a federated search leaves out (an empty relation of the same columns)
 EMPTY_MACROS = {"lethe_suppression_at": "SELECT CAST(NULL AS INTEGER) AS project, CAST(NULL AS VARCHAR) AS id, "
                                         "CAST(NULL AS DOUBLE) AS s WHERE false"}
@@ -249,6 +253,13 @@ def _keyed(tree: exp.Expression) -> exp.Expression:
             if isinstance(o.this, exp.Column) and o.this.name == "id":
                 keys.append(_twin(o))
         order.set("expressions", keys)
+    for group in list(tree.find_all(exp.Group)):
+        keys = []
+        for g in group.expressions:
+            if isinstance(g, exp.Column) and g.name == "id":
+                keys.append(_twin(g))
+            keys.append(g)
+        group.set("expressions", keys)
     return tree
 
 
@@ -265,7 +276,7 @@ def _tagged(i: int, select: exp.Select) -> exp.Select:
     return select
 
 
-def _union_table(table: exp.Table, aliases: list[str]) -> exp.Expression:
+def _union_table(table: exp.Table, aliases: list[str], keys: str | None = None) -> exp.Expression:
     """A base table of one database as the union of every project's, with a ``project``
     column. Only the columns its SELECT reads through the table's alias (and the ``id``
     it joins on) are read: DuckDB reads every column of a ``SELECT *`` branch of a UNION
@@ -275,8 +286,7 @@ def _union_table(table: exp.Table, aliases: list[str]) -> exp.Expression:
     sel, name = table.find_ancestor(exp.Select), table.alias
     cols = ["*"]
     if sel is not None and name:
-        cols = ["id", *sorted({c.name for c in sel.find_all(exp.Column) if c.table == name} - {"id"})]
-    keys = _lookup(table)
+        cols = ["id", *sorted({c.name for c in sel.find_all(exp.Column) if c.table == name} - {"id", "project"})]
     parts = []
     for i, a in enumerate(aliases):
         part = _tagged(i, exp.select(*cols).from_(_in_catalog(table.copy(), a)))
@@ -501,9 +511,11 @@ def _federate(tree: exp.Expression, aliases: list[str]) -> exp.Expression:
             else:
                 t.replace(_federate(_expand(m, args), aliases).subquery(name))
     # then the base tables, the macros expanded around them (a lookup names its relation)
-    for t in list(tree.find_all(exp.Table)):
-        if not t.catalog and (t.db, t.name) in BASE_TABLES:
-            t.replace(_union_table(t, aliases))
+    # (every lookup is decided before any table is replaced: a base table joined to another
+    # base table stays a join of two unions)
+    tables = [t for t in tree.find_all(exp.Table) if not t.catalog and (t.db, t.name) in BASE_TABLES]
+    for t, keys in [(t, _lookup(t)) for t in tables]:
+        t.replace(_union_table(t, aliases, keys))
     return tree
 
 
