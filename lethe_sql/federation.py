@@ -390,17 +390,24 @@ def _global_stats(body: exp.Expression, aliases: list[str]) -> list[exp.CTE]:
             if "lethe_union_qterms" not in out:
                 out["lethe_union_qterms"] = exp.CTE(this=qterms.this.copy(), alias=exp.TableAlias(
                     this=exp.to_identifier("lethe_union_qterms")), materialized=True)
-            sel = (exp.select("x.term", "sum(x.df) AS df").from_(each(f"SELECT term, df FROM {t.db}.dict"))
-                   .where("x.term IN (SELECT term FROM lethe_union_qterms)").group_by("x.term"))
+            # the projects' dict rows of the query's terms, each project's dict read once:
+            # every project's copy takes its own rows (its termids) from here
+            rows = _union([_tagged(i, qualify(f"SELECT termid, term, df FROM {t.db}.dict", a))
+                           for i, a in enumerate(aliases)])
+            rows = exp.select("*").from_(rows.subquery("x")).where("x.term IN (SELECT term FROM lethe_union_qterms)")
+            out[name + "_rows"] = exp.CTE(this=rows, alias=exp.TableAlias(this=exp.to_identifier(name + "_rows")),
+                                          materialized=True)
+            sel = exp.select("x.term", "sum(x.df) AS df").from_(exp.to_table(name + "_rows").as_("x")).group_by("x.term")
         out[name] = exp.CTE(this=sel, alias=exp.TableAlias(this=exp.to_identifier(name)), materialized=True)
     return list(out.values())
 
 
-def _one_project(body: exp.Expression, alias: str, shared: list[exp.CTE] = ()) -> exp.Expression:
-    """A list macro's expanded ``body`` for one project: its tables read from catalog
-    ``alias``, the FTS statistics the union's (the CTEs of :func:`_global_stats`): the
-    ``stats`` row is the union's, a ``dict`` row keeps the project's termid with the
-    union's df; its ``qterms`` the shared copy (the same query terms, tokenized once)."""
+def _one_project(body: exp.Expression, alias: str, number: int, shared: list[exp.CTE] = ()) -> exp.Expression:
+    """A list macro's expanded ``body`` for project ``alias`` (number ``number``): its tables
+    read from catalog ``alias``, the FTS statistics the union's (the CTEs of
+    :func:`_global_stats`): the ``stats`` row is the union's, a ``dict`` row (of the
+    query's terms: the body joins its dict to ``qterms``) keeps the project's termid with
+    the union's df; its ``qterms`` the shared copy (the same query terms, tokenized once)."""
     def fix(node):
         if (isinstance(node, exp.CTE) and node.alias == "qterms"
                 and any(c.alias == "lethe_union_qterms" for c in shared)):
@@ -409,10 +416,10 @@ def _one_project(body: exp.Expression, alias: str, shared: list[exp.CTE] = ()) -
             if node.db in FTS_STATS and node.name == "stats":
                 return exp.to_table(_shared_name(node)).as_(node.alias or node.name)
             if node.db in FTS_STATS and node.name == "dict":
-                own = _in_catalog(exp.Table(this=exp.to_identifier("dict"), db=exp.to_identifier(node.db),
-                                            alias=exp.TableAlias(this=exp.to_identifier("d"))), alias)
+                own = exp.to_table(_shared_name(node) + "_rows").as_("d")
                 g = exp.to_table(_shared_name(node)).as_("g")
-                sel = exp.select("d.termid", "d.term", "g.df").from_(own).join(g, using=["term"])
+                sel = (exp.select("d.termid", "d.term", "g.df").from_(own).join(g, using=["term"])
+                       .where(exp.EQ(this=exp.column("project", table="d"), expression=exp.Literal.number(number))))
                 return sel.subquery(node.alias or node.name)
             return _in_catalog(node.copy(), alias)
         return node
@@ -462,7 +469,7 @@ def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Ex
     shared = _global_stats(body, aliases)
     parts = []
     for i, a in enumerate(aliases):
-        one = _project_cut(_one_project(body, a, shared))
+        one = _project_cut(_one_project(body, a, i, shared))
         parts.append(_tagged(i, exp.select(*[exp.column(e.alias_or_name) for e in one.expressions]).from_(one.subquery("r"))))
     # the final SELECT again, over the union: each column by its name, the rank window's
     # order rewritten in those names (``round(scored.score, 9) DESC, docs.name`` ->
