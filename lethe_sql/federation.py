@@ -7,9 +7,10 @@ tables in the default catalog), so the union cannot call ``lethe_candidates`` pe
 project. The union's first stage is therefore *expanded*, not written: the statement
 one project runs (``pipeline.CANDIDATES_SQL``) is parsed with sqlglot and its macro
 calls replaced by the bodies of the macros in the sql/ files themselves
-(:func:`table_macros`, :func:`first_stage_sql`): each ranked list (``lethe_bm25``,
-``lethe_bm25_ctx``, ``lethe_dense``) once per project with every base table read from
-that project's catalog, the fusion above them over (project, id) keys. Names are never
+(:func:`table_macros`, :func:`first_stage_sql`): each BM25 list (``lethe_bm25``,
+``lethe_bm25_ctx``) once per project with every base table read from that project's
+catalog, the rest (``lethe_dense``, the fusion above) over the union of the projects'
+tables on (project, id) keys. Names are never
 spliced as text; the query text and vector are bind parameters.
 
 Comparable scores: the union is scored as if it were one database holding every
@@ -125,18 +126,21 @@ def union_all(template: str, aliases: list[str], placeholders=None, *, numbered:
 # catalogs, so :func:`first_stage_sql` expands the same statement here, macro by macro,
 # from the text of the sql/ files (read once per process), the way DuckDB expands it:
 #
-# * a ranked-list macro (LIST_MACROS) is expanded once per project, its tables read from
-#   that project's catalog and its BM25 statistics (a term's df, the stats row) replaced
-#   by the union's; the projects' lists are then numbered again over the union by the
-#   macro's own order, with the project number as the last tie-break;
-# * every other macro is expanded in place, over (project, id) keys instead of id keys
-#   (joins, the id columns, and every ORDER BY that ends on the id); its ``entries``
-#   is the union of the projects' entries, tagged with their number;
+# * a BM25 list macro (LIST_MACROS: its termid and docid are a project's own) is expanded
+#   once per project, its tables read from that project's catalog and its BM25 statistics
+#   (a term's df, the stats row) replaced by the union's, computed once per list in CTEs
+#   every project's copy reads; each copy is cut at k by a top-N, and the projects' rows
+#   are numbered over the union by the macro's own order, the project number last;
+# * every other macro (lethe_dense included) is expanded in place, over (project, id) keys
+#   instead of id keys (joins, the id columns, GROUP BY and every ORDER BY that ends on
+#   the id); its base tables are the unions of the projects' tables, tagged with their
+#   number, and a table joined to the candidates is read by their ids, project by project;
 # * suppression is per project (each project's clusters are its own): the federated
 #   search applies none, so lethe_suppression_at is an empty list.
 
-#: macros whose rows rank one project's entries: expanded per project, then ranked over the union
-LIST_MACROS = ("lethe_bm25", "lethe_bm25_ctx", "lethe_dense")
+#: macros whose rows rank one project's entries by its own FTS index: expanded per project,
+#: then ranked over the union (lethe_dense reads only entry ids and vectors: over the union)
+LIST_MACROS = ("lethe_bm25", "lethe_bm25_ctx")
 #: macros a federated search leaves out (an empty relation of the same columns)
 EMPTY_MACROS = {"lethe_suppression_at": "SELECT CAST(NULL AS INTEGER) AS project, CAST(NULL AS VARCHAR) AS id, "
                                         "CAST(NULL AS DOUBLE) AS s WHERE false"}
@@ -249,6 +253,13 @@ def _keyed(tree: exp.Expression) -> exp.Expression:
             if isinstance(o.this, exp.Column) and o.this.name == "id":
                 keys.append(_twin(o))
         order.set("expressions", keys)
+    for group in list(tree.find_all(exp.Group)):
+        keys = []
+        for g in group.expressions:
+            if isinstance(g, exp.Column) and g.name == "id":
+                keys.append(_twin(g))
+            keys.append(g)
+        group.set("expressions", keys)
     return tree
 
 
@@ -265,17 +276,74 @@ def _tagged(i: int, select: exp.Select) -> exp.Select:
     return select
 
 
-def _union_table(table: exp.Table, aliases: list[str]) -> exp.Expression:
+def _union_table(table: exp.Table, aliases: list[str], keys: str | None = None) -> exp.Expression:
     """A base table of one database as the union of every project's, with a ``project``
     column. Only the columns its SELECT reads through the table's alias (and the ``id``
     it joins on) are read: DuckDB reads every column of a ``SELECT *`` branch of a UNION
-    ALL, the entries' vectors included."""
+    ALL, the entries' vectors included. Joined on (project, id) to a named relation (the
+    candidates), each project's rows are looked up by that relation's ids
+    (:func:`_lookup`)."""
     sel, name = table.find_ancestor(exp.Select), table.alias
     cols = ["*"]
     if sel is not None and name:
-        cols = ["id", *sorted({c.name for c in sel.find_all(exp.Column) if c.table == name} - {"id"})]
-    parts = [_tagged(i, exp.select(*cols).from_(_in_catalog(table.copy(), a))) for i, a in enumerate(aliases)]
+        cols = ["id", *sorted({c.name for c in sel.find_all(exp.Column) if c.table == name} - {"id", "project"})]
+    parts = []
+    for i, a in enumerate(aliases):
+        part = _tagged(i, exp.select(*cols).from_(_in_catalog(table.copy(), a)))
+        if keys is not None:
+            ref = exp.column("id", table=name or table.name)
+            ids = exp.select("k.id").from_(exp.to_table(keys).as_("k")).where(
+                exp.EQ(this=exp.column("project", table="k"), expression=exp.Literal.number(i)))
+            part = part.where(exp.In(this=ref, query=exp.Subquery(this=ids)))
+        parts.append(part)
     return _union(parts).subquery(table.alias or table.name)
+
+
+def _lookup(table: exp.Table) -> str | None:
+    """The name of the relation ``table`` is joined to on (project, id), when the join
+    keeps only rows of that relation (``X JOIN table USING (project, id)``, X a CTE or a
+    subquery, or a LEFT JOIN from X): then each project's rows are the ones whose id X
+    holds for that project, a semi-join DuckDB turns into a filter on the project's scan
+    (the join's own filter does not pass the union). X is made a MATERIALIZED CTE (a
+    subquery in FROM is moved into one): it is read once more per project."""
+    join = table.parent
+    if not isinstance(join, exp.Join) or join.args.get("kind") or join.side not in ("", "LEFT"):
+        return None
+    if {u.name for u in join.args.get("using") or []} != {"project", "id"}:
+        return None
+    sel = join.parent
+    src = sel.args.get("from_") if isinstance(sel, exp.Select) else None
+    if src is None or len(sel.args.get("joins") or []) == 0 or sel.args["joins"][0] is not join:
+        return None
+    left = src.this
+    if isinstance(left, exp.Subquery) and left.alias:
+        name = left.alias
+        cte = exp.CTE(this=left.this.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)), materialized=True)
+        with_ = sel.args.get("with_")
+        if with_ is None:
+            sel.set("with_", exp.With(expressions=[cte]))
+        else:
+            with_.append("expressions", cte)
+        left.replace(exp.to_table(name))
+        return name
+    if isinstance(left, exp.Table) and not left.db and not left.catalog and not left.alias:
+        cte = _cte_named(sel, left.name)
+        if cte is not None:
+            cte.set("materialized", True)
+            return left.name
+    return None
+
+
+def _cte_named(node: exp.Expression, name: str) -> exp.CTE | None:
+    """The CTE ``name`` visible from ``node`` (the nearest enclosing WITH defining it)."""
+    while node is not None:
+        w = node.args.get("with_") if isinstance(node, (exp.Select, exp.SetOperation)) else None
+        if w is not None:
+            for c in w.expressions:
+                if c.alias == name:
+                    return c
+        node = node.parent
+    return None
 
 
 def _in_catalog(t: exp.Table, alias: str) -> exp.Table:
@@ -285,49 +353,109 @@ def _in_catalog(t: exp.Table, alias: str) -> exp.Table:
     return t
 
 
-def _global_stats(t: exp.Table, body: exp.Expression, aliases: list[str]) -> exp.Expression | None:
-    """The union's BM25 statistics in place of one project's FTS ``stats`` or ``dict``
-    table (``t``, unqualified): N is the sum of the projects' documents, avgdl their
-    document-weighted mean length, a term's df the sum of its df in every project (the
-    union scored as one database holding every project's entries); each project's term
-    frequencies and lengths stay its own. None for any other table."""
-    if t.db not in ("fts_main_entries", "lethe_ctx") or t.name not in ("stats", "dict"):
-        return None
+FTS_STATS = ("fts_main_entries", "lethe_ctx")
 
+
+def _shared_name(t: exp.Table) -> str:
+    """The name of the CTE holding the union's statistics for FTS table ``t``."""
+    return f"lethe_union_{t.db}_{t.name}"
+
+
+def _global_stats(body: exp.Expression, aliases: list[str]) -> list[exp.CTE]:
+    """The union's BM25 statistics for every FTS ``stats`` or ``dict`` table that the
+    list macro's expanded ``body`` reads, computed once per list (one CTE each, read by
+    every project's copy of the body): N is the sum of the projects' documents, avgdl
+    their document-weighted mean length, a term's df the sum of its df in every project
+    (the union scored as one database holding every project's entries); each project's
+    term frequencies and lengths stay its own. The df is summed for the query's terms
+    only: the body's own ``qterms`` CTE, copied once beside them."""
     def each(sql: str) -> exp.Expression:
         return _union([qualify(sql, a) for a in aliases]).subquery("x")
 
-    if t.name == "stats":
-        sql = f"SELECT num_docs, avgdl FROM {t.db}.stats"
-        return (exp.select("sum(x.num_docs) AS num_docs",
-                           "sum(x.num_docs * x.avgdl) / nullif(sum(x.num_docs), 0) AS avgdl")
-                .from_(each(sql)))
-    ctes = {c.alias for c in body.find_all(exp.CTE)}
-    if "qterms" not in ctes:
-        raise ValueError(f"{t.db}.dict is read without a qterms CTE: cannot sum the query terms' df")
-    df = (exp.select("x.term", "sum(x.df) AS df").from_(each(f"SELECT term, df FROM {t.db}.dict"))
-          .where("x.term IN (SELECT term FROM qterms)").group_by("x.term"))
-    return exp.select("d.termid", "d.term", "g.df").from_(
-        exp.Table(this=exp.to_identifier("dict"), db=exp.to_identifier(t.db), alias=exp.TableAlias(this=exp.to_identifier("d")))
-    ).join(df.subquery("g"), using=["term"])
+    out: dict[str, exp.CTE] = {}
+    for t in body.find_all(exp.Table):
+        if t.catalog or t.db not in FTS_STATS or t.name not in ("stats", "dict"):
+            continue
+        name = _shared_name(t)
+        if name in out:
+            continue
+        if t.name == "stats":
+            sel = (exp.select("sum(x.num_docs) AS num_docs",
+                              "sum(x.num_docs * x.avgdl) / nullif(sum(x.num_docs), 0) AS avgdl")
+                   .from_(each(f"SELECT num_docs, avgdl FROM {t.db}.stats")))
+        else:
+            qterms = next((c for c in body.find_all(exp.CTE) if c.alias == "qterms"), None)
+            if qterms is None:
+                raise ValueError(f"{t.db}.dict is read without a qterms CTE: cannot sum the query terms' df")
+            if "lethe_union_qterms" not in out:
+                out["lethe_union_qterms"] = exp.CTE(this=qterms.this.copy(), alias=exp.TableAlias(
+                    this=exp.to_identifier("lethe_union_qterms")), materialized=True)
+            # the projects' dict rows of the query's terms, each project's dict read once:
+            # every project's copy takes its own rows (its termids) from here
+            rows = _union([_tagged(i, qualify(f"SELECT termid, term, df FROM {t.db}.dict", a))
+                           for i, a in enumerate(aliases)])
+            rows = exp.select("*").from_(rows.subquery("x")).where("x.term IN (SELECT term FROM lethe_union_qterms)")
+            out[name + "_rows"] = exp.CTE(this=rows, alias=exp.TableAlias(this=exp.to_identifier(name + "_rows")),
+                                          materialized=True)
+            sel = exp.select("x.term", "sum(x.df) AS df").from_(exp.to_table(name + "_rows").as_("x")).group_by("x.term")
+        out[name] = exp.CTE(this=sel, alias=exp.TableAlias(this=exp.to_identifier(name)), materialized=True)
+    return list(out.values())
 
 
-def _one_project(body: exp.Expression, alias: str, aliases: list[str]) -> exp.Expression:
-    """A list macro's expanded ``body`` for one project: its tables read from catalog
-    ``alias``, the FTS statistics the union's."""
+def _one_project(body: exp.Expression, alias: str, number: int, shared: list[exp.CTE] = ()) -> exp.Expression:
+    """A list macro's expanded ``body`` for project ``alias`` (number ``number``): its tables
+    read from catalog ``alias``, the FTS statistics the union's (the CTEs of
+    :func:`_global_stats`): the ``stats`` row is the union's, a ``dict`` row (of the
+    query's terms: the body joins its dict to ``qterms``) keeps the project's termid with
+    the union's df; its ``qterms`` the shared copy (the same query terms, tokenized once)."""
     def fix(node):
+        if (isinstance(node, exp.CTE) and node.alias == "qterms"
+                and any(c.alias == "lethe_union_qterms" for c in shared)):
+            return exp.CTE(this=exp.select("term").from_("lethe_union_qterms"), alias=node.args["alias"].copy())
         if isinstance(node, exp.Table) and not node.catalog and (node.db, node.name) in BASE_TABLES:
-            g = _global_stats(node, body, aliases)
-            if g is not None:
-                g = g.copy()
-                for tbl in g.find_all(exp.Table):
-                    if not tbl.catalog and tbl.name == "dict":
-                        _in_catalog(tbl, alias)
-                return g.subquery(node.alias or node.name)
+            if node.db in FTS_STATS and node.name == "stats":
+                return exp.to_table(_shared_name(node)).as_(node.alias or node.name)
+            if node.db in FTS_STATS and node.name == "dict":
+                own = exp.to_table(_shared_name(node) + "_rows").as_("d")
+                g = exp.to_table(_shared_name(node)).as_("g")
+                sel = (exp.select("d.termid", "d.term", "g.df").from_(own).join(g, using=["term"])
+                       .where(exp.EQ(this=exp.column("project", table="d"), expression=exp.Literal.number(number))))
+                return sel.subquery(node.alias or node.name)
             return _in_catalog(node.copy(), alias)
         return node
 
     return body.copy().transform(fix)
+
+
+#: a LIMIT at least this large keeps every row (the BM25 lists of lethe_fused)
+ALL_ROWS = 2**63 - 1
+
+
+def _project_cut(one: exp.Select) -> exp.Select:
+    """One project's copy of a list macro, cut at k without numbering its rows: the
+    union numbers them again (:func:`_ranked_list`), so the project's ``ORDER BY rank
+    LIMIT k`` over ``rank = row_number() OVER (ORDER BY keys)`` becomes ``ORDER BY keys
+    LIMIT k`` (a top-N), and no ordering at all when k keeps every row."""
+    wins = [e for e in one.expressions if isinstance(e.unalias(), exp.Window)]
+    order, limit = one.args.get("order"), one.args.get("limit")
+    if len(wins) != 1 or order is None or limit is None:
+        return one
+    rank = wins[0].alias_or_name
+    if [o.this.sql() for o in order.expressions] != [exp.column(rank).sql()]:
+        return one
+    if any(isinstance(c, exp.Column) and c.name == rank for e in one.expressions if e is not wins[0]
+           for c in e.find_all(exp.Column)):
+        return one
+    one = one.copy()
+    win = next(e for e in one.expressions if e.alias_or_name == rank).unalias()
+    one.set("expressions", [e for e in one.expressions if e.alias_or_name != rank])
+    n = limit.expression.unnest() if isinstance(limit, exp.Limit) else None
+    if isinstance(n, exp.Literal) and n.is_int and int(n.name) >= ALL_ROWS:
+        one.set("order", None)
+        one.set("limit", None)
+    else:
+        one.set("order", win.args["order"].copy())
+    return one
 
 
 def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Expression:
@@ -338,10 +466,11 @@ def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Ex
     last = body if isinstance(body, exp.Select) else None
     if last is None or last.args.get("limit") is None:
         raise ValueError(f"{m.name}: a list macro must end in one SELECT ... ORDER BY ... LIMIT k")
+    shared = _global_stats(body, aliases)
     parts = []
     for i, a in enumerate(aliases):
-        one = _one_project(body, a, aliases)
-        parts.append(_tagged(i, exp.select(*[exp.column(e.alias_or_name) for e in last.expressions]).from_(one.subquery("r"))))
+        one = _project_cut(_one_project(body, a, i, shared))
+        parts.append(_tagged(i, exp.select(*[exp.column(e.alias_or_name) for e in one.expressions]).from_(one.subquery("r"))))
     # the final SELECT again, over the union: each column by its name, the rank window's
     # order rewritten in those names (``round(scored.score, 9) DESC, docs.name`` ->
     # ``round(score, 9) DESC, id``); then keyed: the project joins the columns and breaks ties
@@ -358,7 +487,10 @@ def _ranked_list(m: Macro, args: list, aliases: list[str], alias: str) -> exp.Ex
     out = _keyed(exp.select(*cols))
     out.set("order", last.args["order"].copy())
     out.set("limit", last.args["limit"].copy())
-    return out.from_(_union(parts).subquery("u")).subquery(alias)
+    out = out.from_(_union(parts).subquery("u"))
+    if shared:
+        out.set("with_", exp.With(expressions=shared))
+    return out.subquery(alias)
 
 
 # list_contains, not IN (subquery): a filter in each scan instead of a semi-join per
@@ -385,8 +517,12 @@ def _federate(tree: exp.Expression, aliases: list[str]) -> exp.Expression:
                 t.replace(sqlglot.parse_one(EMPTY_MACROS[m.name], dialect=DIALECT).subquery(name))
             else:
                 t.replace(_federate(_expand(m, args), aliases).subquery(name))
-        elif not t.catalog and (t.db, t.name) in BASE_TABLES:
-            t.replace(_union_table(t, aliases))
+    # then the base tables, the macros expanded around them (a lookup names its relation)
+    # (every lookup is decided before any table is replaced: a base table joined to another
+    # base table stays a join of two unions)
+    tables = [t for t in tree.find_all(exp.Table) if not t.catalog and (t.db, t.name) in BASE_TABLES]
+    for t, keys in [(t, _lookup(t)) for t in tables]:
+        t.replace(_union_table(t, aliases, keys))
     return tree
 
 

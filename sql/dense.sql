@@ -33,8 +33,8 @@ top AS (
     ORDER BY score DESC, id
     LIMIT k
 )
--- (LIMIT k again: a no-op here; the cross-project search re-ranks the projects' lists
--- by this SELECT and cuts the union at its LIMIT, lethe_sql/federation.py)
+-- (LIMIT k again: a no-op here; the cross-project search expands this macro over the
+-- union of the projects' tables on (project, id) keys, lethe_sql/federation.py)
 SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
 FROM top
 ORDER BY rank

@@ -163,6 +163,23 @@ def test_the_federated_first_stage_is_expanded_from_the_sql_files():
     assert body in sql
 
 
+def test_the_union_statistics_are_read_once_per_list_not_once_per_project():
+    """Each project's dict is read a fixed number of times whatever the number of projects
+    (the union's df is summed once per BM25 list, in a CTE every project's copy reads), and
+    the entries joined to the candidates are looked up by their ids, project by project."""
+    from lethe_sql import federation
+
+    def reads(n, table):
+        sql = federation.first_stage_sql(tuple(f"p{i}" for i in range(n)))
+        return sql.count(f'"p0".{table} ')
+
+    for table in ("fts_main_entries.dict", "lethe_ctx.dict", "fts_main_entries.stats", "lethe_ctx.stats"):
+        assert reads(2, table) == reads(5, table) > 0, table
+    sql = federation.first_stage_sql(("p0", "p1"))
+    assert "lethe_union_fts_main_entries_dict" in sql and "lethe_union_lethe_ctx_stats" in sql
+    assert re.search(r'FROM "p1"\.main\.entries AS e WHERE e\.id IN \(SELECT k\.id FROM \w+ AS k WHERE k\.project = 1\)', sql)
+
+
 def test_cli_all_json_tags_hits_with_their_project_and_learns_nothing(fed_env):
     env = fed_env["env"]
     roots = {n: Path(p.root) for n, p in fed_env["projects"].items()}
