@@ -51,7 +51,7 @@ import sqlglot
 from sqlglot import exp
 
 from .errors import LetheError, UsageError
-from .judges import best_span_scores, ids_literal, key_codes
+from .judges import best_span_scores, ids_literal, key_codes, token_idf
 from .pipeline import CANDIDATE_ARGS, Candidate, candidate_shape, judge_and_cut, pool_sizes
 from .prepared import statement
 from .registry import Project
@@ -747,8 +747,7 @@ class Federation:
             toks = sorted({int(t) for t in enc.tok_ids})
             df = {int(t): int(d) for t, d in self.con.execute(
                 token_df_sql(self.aliases), {"toks": "[" + ",".join(map(str, toks)) + "]"}).fetchall()}
-            dv = np.array([df.get(int(t), 0) for t in enc.tok_ids], dtype=np.float64)
-            w = np.log((n - dv + 0.5) / (dv + 0.5) + 1.0)
+            w = token_idf(n, df, enc.tok_ids)
         else:
             w = np.ones(len(enc.tok_ids), dtype=np.float64)
         if tbl.num_rows == 0:

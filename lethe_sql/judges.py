@@ -107,6 +107,14 @@ SPAN = 254
 MAX_SPANS = 32767 // SPAN + 1
 
 
+def token_idf(n: int, df: dict, tokens) -> np.ndarray:
+    """The query tokens' IDF weights of late interaction (``lethe_maxsim``'s ``w``), from
+    ``n`` entries and the tokens' document frequencies ``df``; the single-project and
+    cross-project judges both use it."""
+    d = np.array([df.get(int(t), 0) for t in tokens], dtype=np.float64)
+    return np.log((n - d + 0.5) / (d + 0.5) + 1.0)
+
+
 def best_span_scores(keys: np.ndarray, tbl, qtoks: np.ndarray, w: np.ndarray) -> dict[int, float]:
     """The late-interaction score per key (integer ``keys``, one per token row of ``tbl``,
     an Arrow table with ``v``, ``scale`` and ``pos``): each span's IDF-weighted MaxSim
@@ -148,8 +156,7 @@ class LateInteractionJudge:
                 ["[" + ",".join(map(str, toks)) + "]"],
             ).fetchall()
         )
-        d = np.array([df.get(int(t), 0) for t in enc.tok_ids], dtype=np.float64)
-        return np.log((n - d + 0.5) / (d + 0.5) + 1.0)
+        return token_idf(n, df, enc.tok_ids)
 
     def score(self, con, enc: QueryEncoding, ids: Sequence[str]) -> dict[str, float]:
         # list_contains filters inside the scan; ``IN (SELECT unnest(...))`` builds a
