@@ -130,7 +130,11 @@ class AddResult:
 
 
 class MemoryStore:
-    """The memory of one project."""
+    """The memory of one project.
+
+    ``token_index`` (default on) stores each memory's token vectors for the
+    late-interaction judge, and with them the vectors of a long memory's further windows
+    (``entry_windows``); a store built without it reads each memory's first window only."""
 
     def __init__(
         self,
