@@ -229,13 +229,15 @@ def test_a_writer_in_another_process_gets_through_the_kept_reader(service, tmp_p
     lock = ProjectLock(root / ".lethe" / "index")
     lock.acquire(exclusive=True, timeout=30)
     lock.release()
-    assert log_count(log, f"closed the reader of {root}: a writer waits") == 1
+    # the reader is closed (which lets the writer in), then logged: wait for the line
+    wait_for(lambda: log_count(log, f"closed the reader of {root}: a writer waits") == 1, seconds=10,
+             what="the reader's close to be logged")
     assert "pg-stg-2" in prompt_hook(root, env, "s1", PG_PROMPT)  # reopened on the next read
     wait_for(lambda: reader_held(root), seconds=5, what="the reader to be open again")
     # a whole `lethe add` in its own process, then the next prompt sees what it wrote
     cold = dict(env, LETHE_SERVE="0", LETHE_LOCK_TIMEOUT="30")
     assert run(["--root", str(root), "add", EXPORT], cold).stdout.startswith("added ")
-    assert log_count(log, "a writer waits") == 2
+    wait_for(lambda: log_count(log, "a writer waits") == 2, seconds=10, what="the second close to be logged")
     assert "batch-host-3" in prompt_hook(root, env, "s2", EXPORT_PROMPT)
 
 
