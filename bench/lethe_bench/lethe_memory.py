@@ -452,7 +452,8 @@ def run(path: Path, *, conversations=None, n_queries: int | None = None, seed: i
     summary = summarize(lat, quality, seed)
     m_end = machine()
     load_start = m_start.get("load_avg_1_5_15")
-    shared = bool(load_start and max(load_start[0], m_end.get("load_avg_1_5_15", [0])[0]) > 0.5 * (os.cpu_count() or 1))
+    # by the load before the run: the run itself keeps the cores busy
+    shared = bool(load_start and load_start[0] > 0.5 * (os.cpu_count() or 1))
     if how["text"] or how["nearest"]:
         notes.append(f"lethe-memory deduplicated on add: {how['text']} item(s) mapped to the entry with the same "
                      f"text, {how['nearest']} to the nearest live entry (near-duplicates, cosine >= 0.95)")
