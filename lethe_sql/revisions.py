@@ -280,8 +280,8 @@ def _keeper(con, ref: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-class _Graph:
-    """Superseded-by edges, for cycle checks: old -> {new}."""
+class Graph:
+    """Superseded-by edges, old -> {new}: cycle checks, and whether one version supersedes another."""
 
     def __init__(self, links: Iterable[tuple[str, str]] = ()) -> None:
         self.up: dict[str, set[str]] = {}
@@ -309,7 +309,7 @@ class _Graph:
 
 def would_cycle(con, old: str, new: str) -> bool:
     """Whether linking ``new`` supersedes ``old`` would close a cycle with the stored links."""
-    return _Graph(con.execute("SELECT old_id, new_id FROM revisions").fetchall()).would_cycle(old, new)
+    return Graph(con.execute("SELECT old_id, new_id FROM revisions").fetchall()).would_cycle(old, new)
 
 
 def replace_marks(con, sources: Sequence[str], chunks: Iterable[tuple[str, object]], forgotten: Iterable[tuple[str, str]]) -> None:
@@ -372,7 +372,7 @@ def sync(con, *, sources: Sequence[str], new: Sequence[tuple[str, object]], vect
         con.execute(
             f"DELETE FROM {table} WHERE old_id NOT IN (SELECT id FROM entries) OR new_id NOT IN (SELECT id FROM entries)"
         )
-    graph = _Graph()
+    graph = Graph()
     con.execute("DELETE FROM revisions WHERE origin = 'declared'")
     declared = 0
     marked = _marker_links(con, "supersedes", set(sources), warnings)
@@ -519,7 +519,7 @@ def enumerations(pairs, meta: dict) -> set[str]:
     return out
 
 
-def _detect(con, ids: list[str], vecs: np.ndarray, graph: _Graph, vetoes: set) -> int:
+def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) -> int:
     """Score the pairs ``_older_neighbours`` finds (``revision_candidates``) and link those
     at ``LINK_AT`` that no veto forbids and no cycle stops; returns the links made."""
     from .judges import ids_literal
@@ -594,7 +594,7 @@ def redetect(con, warnings: list[str]) -> int:
     if len(ids) > MAX_DETECT_BATCH:
         warnings.append(f"revision detection skipped: {len(ids)} memories is more than {MAX_DETECT_BATCH}")
         return 0
-    graph = _Graph(con.execute("SELECT old_id, new_id FROM revisions").fetchall())
+    graph = Graph(con.execute("SELECT old_id, new_id FROM revisions").fetchall())
     vetoes = {frozenset((a, b)) for a, b, _ in _marker_links(con, "distinct", set(), warnings)}
     return _detect(con, ids, mat, graph, vetoes) if ids else 0
 

@@ -60,6 +60,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .runner import entry_relevance
+
 INSTALL_HINT = "lethe bench lethe-memory needs: pip install --no-deps lethe-memory==0.6.0 faiss-cpu rank-bm25"
 LM_VERSION = "0.6.0"
 DEFAULT_CONVERSATIONS = 4
@@ -186,15 +188,6 @@ def theirs_item_entry(items: list[tuple[str, str]], vectors: np.ndarray, live: d
             out[iid] = eids[int(np.argmax(mat @ vec))]
             how["nearest"] += 1
     return out, how
-
-
-def entry_relevance(relevant: dict[str, int], item_entry: dict[str, str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item, grade in relevant.items():
-        eid = item_entry.get(item)
-        if eid is not None and grade > 0:
-            out[eid] = max(out.get(eid, 0), grade)
-    return out
 
 
 def percentiles(ms) -> dict:

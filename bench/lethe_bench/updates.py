@@ -36,6 +36,7 @@ from datetime import date as Date, datetime
 from pathlib import Path
 
 from lethe_sql.errors import UsageError
+from lethe_sql.revisions import Graph
 
 CONFIGS = ("default", "default-norevisions", "hybrid", "bm25")
 METRICS = ("cur@1", "cur_first", "stale@1", "past@5", "static@5")
@@ -264,23 +265,10 @@ def _score_links(store, p: Project, id_of: dict[str, str], det: dict) -> None:
     chain_of = {x: k for k, s in enumerate(chains) for x in s}
     back = {v: k for k, v in id_of.items()}
     links = store.con.execute("SELECT old_id, new_id, origin, reason FROM revisions").fetchall()
-    up: dict[str, set[str]] = {}
-    for o, n, _, _ in links:
-        up.setdefault(o, set()).add(n)
-
-    def reaches(a: str, b: str) -> bool:
-        seen, todo = {a}, [a]
-        while todo:
-            for n in up.get(todo.pop(), ()):
-                if n == b:
-                    return True
-                if n not in seen:
-                    seen.add(n)
-                    todo.append(n)
-        return False
+    graph = Graph((o, n) for o, n, _, _ in links)  # the product's own chain walk
 
     det["gold_pairs"] += len(gold)
-    det["gold_found"] += sum(1 for a, b in gold if reaches(id_of[a], id_of[b]))
+    det["gold_found"] += sum(1 for a, b in gold if graph.reaches(id_of[a], id_of[b]))
     det["links"] += len(links)
     for o, n, origin, reason in links:
         bo, bn = back.get(o), back.get(n)
