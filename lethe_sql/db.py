@@ -25,12 +25,27 @@ import random
 import re
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 
 from .errors import DatabaseCorrupt, DatabaseLocked, DatabaseUnwritable, MigrationError
 from .resources import sql_files
+
+
+@contextmanager
+def transaction(con):
+    """One explicit transaction on ``con``: committed when the block ends, rolled back
+    (and the error raised again) when it raises. Every multi-statement write uses it."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
 
 FTS_SCHEMA = "fts_main_entries"
 FTS_OPTIONS = (
@@ -161,14 +176,9 @@ def migrate(con) -> list[str]:
                     "add a new migration instead of editing an applied one"
                 )
             continue
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             con.execute(text)
             con.execute("INSERT INTO schema_migrations (name, sha256) VALUES (?, ?)", [f.name, digest])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         done.append(f.name)
     return done
 
@@ -237,17 +247,12 @@ def apply_sql(con) -> bool:
     row = con.execute("SELECT value FROM meta WHERE key = 'sql_sha256'").fetchone()
     if row and row[0] == digest:
         return False
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for text in texts:
             con.execute(text)
         con.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('sql_sha256', ?)", [digest]
         )
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return True
 
 
@@ -314,15 +319,10 @@ def store_vectors_plain(con) -> list[str]:
     if con.execute("SELECT value FROM meta WHERE key = 'vectors_plain'").fetchone() is not None:
         return []
     tables = compressed_vector_tables(con)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for t in tables:
             con.execute(f"UPDATE {t} SET embedding = embedding WHERE embedding IS NOT NULL")
         con.execute("INSERT OR REPLACE INTO meta VALUES ('vectors_plain', '1')")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     if tables:
         con.execute("CHECKPOINT")
     return tables

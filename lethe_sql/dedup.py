@@ -42,6 +42,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .db import transaction
+
 TIER_RANK_SQL = "CASE {t} WHEN 'memory' THEN 3 WHEN 'gc' THEN 2 WHEN 'naive' THEN 1 ELSE 0 END"
 
 
@@ -196,13 +198,8 @@ def apply_plan(con, pairs: Sequence[Pair]) -> int:
     """Absorb the planned losers in one transaction; returns how many were absorbed."""
     if not pairs:
         return 0
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         absorb_existing(con, [(p.absorbed, p.kept, p.similarity) for p in pairs])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return len(pairs)
 
 
@@ -239,8 +236,7 @@ def _bring_back(store, rows, *, exempt: bool) -> list[dict]:
         out.append({"id": eid, "was_in": into_id, "source": occ[0], "exempt": exempt})
     fresh = [(occ[0], chunk) for _, occ, chunk, live in todo if not live]
     vectors, tokens = store._embed([c.text for _, c in fresh]) if fresh else (None, None)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for eid, *_ in todo:
             con.execute("DELETE FROM absorbed WHERE id = ?", [eid])
             if exempt:
@@ -251,10 +247,6 @@ def _bring_back(store, rows, *, exempt: bool) -> list[dict]:
             from . import revisions
 
             revisions.sync(con, sources=[], new=fresh, vectors=vectors, warnings=[])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return out
 
 

@@ -34,6 +34,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from .db import transaction
 from .fts import context_refresh, context_sync, fts_add, fts_delete
 from .markdown import Chunk, dedup_key, sections
 
@@ -383,18 +384,13 @@ def backfill_dedup_keys(con) -> int:
     import pyarrow as pa
 
     rows = con.execute("SELECT id, text FROM entries WHERE dedup_key IS NULL").fetchall()
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         if rows:
             con.register("_lethe_keys", pa.table({"id": [r[0] for r in rows],
                                                   "k": [dedup_key(r[1]) for r in rows]}))
             con.execute("UPDATE entries SET dedup_key = k.k FROM _lethe_keys AS k WHERE entries.id = k.id")
             con.unregister("_lethe_keys")
         con.execute("INSERT OR REPLACE INTO meta VALUES ('dedup_keys', '1')")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return len(rows)
 
 
@@ -518,8 +514,7 @@ def apply_changes(
         if future is not None:
             warnings.append(f"{src}: dated {future:%Y-%m-%d}, in the future; indexed as written, but no revision "
                             "is detected to or from it (a supersedes marker still declares one)")
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         before = {(r[0], r[1]): r[2] for r in con.execute(
             "SELECT source, position, id FROM entry_sources WHERE source IN (SELECT unnest(?::VARCHAR[]))",
             [sources]).fetchall()}
@@ -601,10 +596,6 @@ def apply_changes(
                     "VALUES (?, ?, ?, ?, ?)",
                     [src, facts.size, facts.mtime, facts.sha256, datetime.now()],
                 )
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return len(new), len(gone)
 
 

@@ -33,6 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .db import transaction
 from .judges import ids_literal, sigmoid
 from .privacy import scrub
 from .settings import meta_rows
@@ -87,8 +88,7 @@ def update(
     """
     rows = list(outcome)
     n = len(rows)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(
             "INSERT INTO query_log (step, query, embedding, cluster, judge) VALUES (?, ?, CAST(? AS FLOAT[384]), ?, ?)",
             [step, scrub(query).text, vec_literal(qvec), cue, judge],  # the log keeps no secret (privacy.py)
@@ -124,10 +124,6 @@ def update(
                      AND $step - coalesce(last_retrieval_step, 0) > $idle""",
                 {"a": APOPTOSIS_AFFINITY, "step": step, "idle": APOPTOSIS_IDLE},
             )
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
 
 
 def _update_suppression(con, rows, n: int, step: int, cue: int, settings) -> None:
@@ -287,8 +283,7 @@ def refit(con, n_clusters: int, step: int, seed: int = 0) -> None:
     for c, vec in old:
         j = int(np.argmax(centers @ np.asarray(vec, dtype=np.float32))) + 1
         mapping.append((int(c), j))
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.register("_lethe_map", pa.table({"old": [m[0] for m in mapping], "new": [m[1] for m in mapping]}))
         con.execute(
             """CREATE OR REPLACE TEMP TABLE _lethe_moved AS
@@ -314,10 +309,6 @@ def refit(con, n_clusters: int, step: int, seed: int = 0) -> None:
         con.execute("INSERT INTO rif_centroids SELECT cluster, centroid, size, ? FROM _lethe_centroids", [step])
         con.unregister("_lethe_centroids")
         con.execute("UPDATE meta SET value = ? WHERE key = 'rif_fit_queries'", [str(len(x))])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
 
 
 def reset(con) -> dict:
@@ -327,8 +318,7 @@ def reset(con) -> dict:
         "centroids": con.execute("SELECT count(*) FROM rif_centroids").fetchone()[0],
         "queries": con.execute("SELECT count(*) FROM query_log").fetchone()[0],
     }
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute("DELETE FROM rif_suppression")
         con.execute("DELETE FROM rif_centroids")
         con.execute("DELETE FROM query_log")
@@ -336,8 +326,4 @@ def reset(con) -> dict:
         con.execute(
             "UPDATE entries SET tier = 'naive', affinity = 0.5, retrieval_count = 0, last_retrieval_step = NULL"
         )
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return counts

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from .db import before_open, connect, store_vectors_plain
+from .db import before_open, connect, store_vectors_plain, transaction
 from .errors import LetheError, NotAProject, UsageError
 from .ingest import IndexReport, Progress, apply_changes, check_model, memory_files, scan, token_index_add
 from .locks import ProjectLock
@@ -313,13 +313,8 @@ class MemoryStore:
         if rebuild:
             from .revisions import redetect
 
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(con):
                 report.revisions_detected = redetect(con, report.warnings)
-                con.execute("COMMIT")
-            except Exception:
-                con.execute("ROLLBACK")
-                raise
         if changed or rebuild or report.entries_restored:
             forget_statements(con)  # prepared search statements plan again, against the new data
             if self.db_path != ":memory:":
@@ -444,17 +439,12 @@ class MemoryStore:
                     progress("reading long memories", done[0], len(rows))
 
             _, tokens = emb.encode_full([t for _, t in rows], tick)
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             if rows:
                 ids = [i for i, _ in rows]
                 token_index_delete(con, ids)
                 token_index_add(con, ids, tokens)
             con.execute("INSERT OR REPLACE INTO meta VALUES ('windows_read', '1')")
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         return len(rows)
 
     def _rebuild(self, progress: Progress | None) -> None:
@@ -473,8 +463,7 @@ class MemoryStore:
                 progress("re-embedding", done[0], len(rows))
 
         vecs, tokens = self._embed([t for _, t in rows], tick) if rows else (None, None)
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             con.execute("DELETE FROM token_vectors")
             con.execute("DELETE FROM token_df")
             con.execute("DELETE FROM entry_windows")
@@ -495,10 +484,6 @@ class MemoryStore:
                 con.execute("UPDATE entries SET embedding = v.embedding FROM _lethe_vecs AS v WHERE entries.id = v.id")
                 con.unregister("_lethe_vecs")
             con.execute("DELETE FROM source_files")
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         if load_fts(con):
             rebuild_fts(con)
             con.execute("CHECKPOINT")  # the rebuild is DDL: keep it out of the WAL (db.defer_checkpoints)

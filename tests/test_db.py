@@ -265,3 +265,22 @@ def test_vectors_an_older_version_compressed_are_rewritten_plain_once(tmp_path, 
         assert db.store_vectors_plain(con) == []  # once
     finally:
         store.close()
+
+
+def test_transaction_commits_a_block_and_rolls_back_one_that_raises(tmp_path):
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    con.execute("CREATE TABLE t (x INTEGER)")
+    with db.transaction(con):
+        con.execute("INSERT INTO t VALUES (1)")
+        con.execute("INSERT INTO t VALUES (2)")
+    with pytest.raises(KeyError):
+        with db.transaction(con):
+            con.execute("INSERT INTO t VALUES (3)")
+            raise KeyError("boom")
+    with pytest.raises(duckdb.Error):
+        with db.transaction(con):
+            con.execute("INSERT INTO t VALUES (4)")
+            con.execute("INSERT INTO missing VALUES (5)")
+    # the connection is usable again, and only the first block's rows are there
+    assert con.execute("SELECT list(x ORDER BY x) FROM t").fetchone()[0] == [1, 2]
+    con.close()

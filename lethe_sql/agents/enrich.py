@@ -19,6 +19,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
+from ..db import transaction
 from ..errors import LetheError, UsageError
 
 DEFAULT_MODEL = "claude-haiku-4-5"
@@ -246,16 +247,12 @@ def _store_results(store, model: str, results) -> None:
         "input_tokens": pa.array([r[2] for r in results], pa.int32()),
         "output_tokens": pa.array([r[3] for r in results], pa.int32()),
     }))
-    con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(
-            "INSERT OR REPLACE INTO enrichment (id, model, gist, questions, entities, temporal, text, embedding, "
-            "input_tokens, output_tokens) SELECT id, ?, gist, questions, entities, temporal, text, embedding, "
-            "input_tokens, output_tokens FROM _lethe_enr", [model])
-        context_refresh(con, [r[0] for r in results])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+        with transaction(con):
+            con.execute(
+                "INSERT OR REPLACE INTO enrichment (id, model, gist, questions, entities, temporal, text, embedding, "
+                "input_tokens, output_tokens) SELECT id, ?, gist, questions, entities, temporal, text, embedding, "
+                "input_tokens, output_tokens FROM _lethe_enr", [model])
+            context_refresh(con, [r[0] for r in results])
     finally:
         con.unregister("_lethe_enr")
