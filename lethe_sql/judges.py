@@ -31,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .resources import sql_constant
 from .vectors import vec_literal
 
 
@@ -101,8 +102,8 @@ def max_per_key(keys: np.ndarray, v: np.ndarray, qtoks: np.ndarray) -> tuple[np.
 
 
 #: token positions per span of a long memory: the late-interaction score of an entry is
-#: its best span's (``sql/judge.sql``, which writes the same number), the model's window
-SPAN = 254
+#: its best span's; the model's window, written once as ``lethe_span()`` in sql/judge.sql
+SPAN = sql_constant("lethe_span")
 #: spans one entry can have: token positions are SMALLINT
 MAX_SPANS = 32767 // SPAN + 1
 

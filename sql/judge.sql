@@ -1,9 +1,12 @@
 -- Late interaction over the stored token vectors: for each query token, its best
 -- inner product with any token of a span of the entry; a span's score is the
 -- IDF-weighted mean over query tokens (weights 1 with idf := false), and the entry's
--- score is its best span's. A span is 254 token positions (the model's window: pos //
--- 254), so a long memory is judged by its best part and not by the best token of each
--- query token anywhere in it; a memory of one window has one span.
+-- score is its best span's. A span is lethe_span() token positions (the model's window:
+-- pos // lethe_span()), so a long memory is judged by its best part and not by the best
+-- token of each query token anywhere in it; a memory of one window has one span. The
+-- width is written here once; lethe_sql/judges.py reads it (judges.SPAN).
+CREATE OR REPLACE MACRO lethe_span() AS 254;
+
 -- qtoks: the query's token vectors (FLOAT[384][], as text or list), qtokens: their
 -- wordpiece ids, ids: the entries to score (the candidate pool).
 CREATE OR REPLACE MACRO lethe_maxsim(qtoks, qtokens, ids, idf := true) AS TABLE
@@ -21,7 +24,7 @@ WITH
         LEFT JOIN token_df AS d ON d.token = qt.token
     ),
     p AS MATERIALIZED (
-        SELECT t.id, t.pos // 254 AS span, CAST(t.v AS FLOAT[384]) AS v, t.scale
+        SELECT t.id, t.pos // lethe_span() AS span, CAST(t.v AS FLOAT[384]) AS v, t.scale
         FROM token_vectors AS t
         WHERE t.id IN (SELECT unnest(CAST(ids AS VARCHAR[])))
     ),

@@ -19,7 +19,7 @@ SURFACE_MACROS = {
     "lethe_tokens", "lethe_bm25", "lethe_dense", "lethe_hybrid",   # first stage
     "lethe_stopwords", "lethe_query_terms", "lethe_content_query",  # the fused stage's query terms
     "lethe_bm25_ctx", "lethe_fused",                              # context field, z-scored fusion
-    "lethe_maxsim",                                               # late-interaction judge
+    "lethe_maxsim", "lethe_span",                                 # late-interaction judge, its span width
     "lethe_cue", "lethe_suppression_at", "lethe_candidates",      # RIF
     "lethe_rif_lambda",                                           # RIF: the decay setting, from meta
     "lethe_as_of",                                                # revisions: what held at a time
@@ -283,4 +283,12 @@ def test_transaction_commits_a_block_and_rolls_back_one_that_raises(tmp_path):
             con.execute("INSERT INTO missing VALUES (5)")
     # the connection is usable again, and only the first block's rows are there
     assert con.execute("SELECT list(x ORDER BY x) FROM t").fetchone()[0] == [1, 2]
+    con.close()
+
+
+def test_the_span_width_is_read_from_the_sql_that_defines_it(tmp_path):
+    from lethe_sql.judges import SPAN
+
+    con = connect(tmp_path / "x.duckdb")
+    assert SPAN == con.execute("SELECT lethe_span()").fetchone()[0] == 254
     con.close()
