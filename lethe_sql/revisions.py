@@ -470,29 +470,68 @@ def _older_neighbours(con, ids: list[str], vecs: np.ndarray, at: dict) -> list[t
     when = np.array([np.datetime64(facts[x][0]) if facts[x][0] else big for x in all_ids], dtype="datetime64[us]")
     known = np.array([facts[x][0] is not None for x in all_ids])
     pos = {x: k for k, x in enumerate(all_ids)}
-
-    def older_than(k: int) -> np.ndarray:
-        return known & (when < when[k])
-
     rows = [pos[i] for i in ids if i in pos and facts[i][0] is not None]
     outside = np.array([x not in batch for x in all_ids])
-    for s0 in range(0, len(rows), 512):
-        block = rows[s0:s0 + 512]
+    return [(all_ids[a], all_ids[b], c, r) for a, b, c, r in neighbour_pairs(mat, when, known, rows, outside)]
+
+
+#: new memories compared with the whole store at once (rows of one matrix product)
+NEIGHBOUR_BLOCK = 256
+
+
+def _top(x: np.ndarray, k: int, cand: np.ndarray | None = None) -> np.ndarray:
+    """The positions of the ``k`` largest values of ``x``, largest first, ties by position
+    (what a stable sort of ``-x`` puts first), in time linear in ``len(x)``. ``cand``: the
+    positions of some ``k`` largest values (``np.argpartition``), when already known."""
+    if len(x) <= k:
+        return np.argsort(-x, kind="stable")
+    if cand is None:
+        cand = np.argpartition(-x, k - 1)[:k]
+    t = x[cand].min()  # the k-th largest value
+    n_above = int(np.count_nonzero(x[cand] > t))
+    if n_above + int(np.count_nonzero(x[cand] == t)) < k or np.count_nonzero(x == t) > k - n_above:
+        # ties at the k-th value reach outside the chosen few: take them by position
+        above = np.flatnonzero(x > t)
+        cand = np.concatenate([above, np.flatnonzero(x == t)[: k - len(above)]])
+    cand = np.sort(cand)
+    return cand[np.argsort(-x[cand], kind="stable")]
+
+
+def neighbour_pairs(mat: np.ndarray, when: np.ndarray, known: np.ndarray, rows: Sequence[int],
+                    outside: np.ndarray) -> list[tuple[int, int, float, int]]:
+    """The candidate pairs of ``_older_neighbours`` by row number: (old, new, cosine, rank).
+    ``mat`` holds every memory's vector, ``when`` its date (``known`` where it has one),
+    ``rows`` the new memories, ``outside`` the memories not new in this pass. For each new
+    memory: its ``NEIGHBOURS`` nearest older memories at ``COS_FLOOR`` or more; and each
+    older-than-it memory outside the pass that is newer than it, near it, and would now
+    count it among its own nearest older memories. Linear in the store per new memory (no
+    sort of the whole store), one matrix product per ``NEIGHBOUR_BLOCK`` new memories."""
+    out: list[tuple[int, int, float, int]] = []
+    for s0 in range(0, len(rows), NEIGHBOUR_BLOCK):
+        block = np.asarray(rows[s0:s0 + NEIGHBOUR_BLOCK], dtype=np.int64)
         sims = mat[block] @ mat.T
+        older = known[None, :] & (when[None, :] < when[block][:, None])
+        masked = np.where(older, sims, -np.inf)
+        kk = min(NEIGHBOURS, masked.shape[1])
+        chosen = np.argpartition(-masked, kk - 1, axis=1)[:, :kk] if kk < masked.shape[1] else None
+        later = None
+        if outside.any():
+            later = outside[None, :] & known[None, :] & ~older & (when[None, :] >= when[block][:, None]) & (sims >= COS_FLOOR)
         for r, k in enumerate(block):
-            older = older_than(k)
-            sim = np.where(older, sims[r], -np.inf)
-            top = np.argsort(-sim, kind="stable")[:NEIGHBOURS]
-            out += [(all_ids[j], all_ids[k], float(sim[j]), rank)
-                    for rank, j in enumerate(top) if sim[j] >= COS_FLOOR]
+            sim = masked[r]
+            top = _top(sim, NEIGHBOURS, None if chosen is None else chosen[r])
+            out += [(int(j), int(k), float(sim[j]), rank) for rank, j in enumerate(top) if sim[j] >= COS_FLOOR]
+            if later is None:
+                continue
             # existing (not new) newer memories this one may have joined
-            newer = np.flatnonzero(outside & known & ~older & (when >= when[k]) & (sims[r] >= COS_FLOOR))
-            newer = [j for j in newer[np.argsort(-sims[r][newer], kind="stable")] if j != k and older_than(j)[k]]
+            newer = np.flatnonzero(later[r])
+            newer = [j for j in newer[np.argsort(-sims[r][newer], kind="stable")]
+                     if j != k and known[k] and when[k] < when[j]]
             for j in newer[:NEIGHBOURS]:
                 ysim = mat @ mat[j]
-                rank = int(np.sum(older_than(j) & (ysim > ysim[k])))
+                rank = int(np.sum(known & (when < when[j]) & (ysim > ysim[k])))
                 if rank < NEIGHBOURS:
-                    out.append((all_ids[k], all_ids[j], float(sims[r][j]), rank))
+                    out.append((int(k), int(j), float(sims[r][j]), rank))
     return out
 
 

@@ -285,3 +285,36 @@ def test_a_memory_dated_in_the_future_is_indexed_with_one_warning_and_never_dete
     assert len(future) == 1 and "2099-01-05.md" in future[0] and "\n" not in future[0]
     assert project.con.execute("SELECT count(*) FROM entries").fetchone()[0] == 3   # every memory indexed
     assert links(project) == []   # neither the future nor the undated memory is ordered against the old one
+
+
+def test_neighbour_pairs_are_the_nearest_older_memories_with_ties_by_position():
+    import numpy as np
+
+    from lethe_sql.revisions import NEIGHBOURS, neighbour_pairs
+
+    assert NEIGHBOURS == 10
+    day = np.datetime64("2026-03-01T00:00", "us")
+
+    def unit(v):
+        v = np.asarray(v, dtype=np.float32)
+        return v / np.linalg.norm(v)
+
+    # row 0 is new (the newest); rows 1-12 are older, all at one cosine to it (an exact
+    # tie); row 13 is older and nearer; row 14 is older but below the cosine floor; row 15
+    # has no date; row 16 is newer than row 0 and outside the pass, and row 0 is nearer to
+    # it than any older memory it has, so row 0 joins its nearest older memories.
+    vecs = [unit([1, 0, 0])] + [unit([0.8, 0.6, 0])] * 12 + [unit([0.95, 0.31, 0])]
+    vecs += [unit([0, 0, 1]), unit([1, 0, 0]), unit([0.99, 0.1, 0])]
+    mat = np.stack(vecs)
+    when = np.array([day + np.timedelta64(20, "D")] + [day + np.timedelta64(i, "D") for i in range(1, 14)]
+                    + [day, np.datetime64("9999-12-31", "us"), day + np.timedelta64(30, "D")], dtype="datetime64[us]")
+    known = np.ones(len(vecs), bool)
+    known[15] = False
+    outside = np.ones(len(vecs), bool)
+    outside[0] = False
+    pairs = neighbour_pairs(mat, when, known, [0], outside)
+    older = [(o, rank) for o, n, _, rank in pairs if n == 0]
+    assert older == [(13, 0)] + [(i, i) for i in range(1, 10)]  # the nearest, then the tie by position
+    assert [(o, n, rank) for o, n, _, rank in pairs if n != 0] == [(0, 16, 0)]
+    cos = {(o, n): c for o, n, c, _ in pairs}
+    assert cos[(13, 0)] == pytest.approx(0.95 / np.hypot(0.95, 0.31), abs=1e-6)
