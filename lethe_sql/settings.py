@@ -47,7 +47,7 @@ class Settings:
     # (standard deviations of the z-scored terms, before dividing by their weights' sum).
     blend_time: float = 1.5         # a "when" question and an entry that states a time
     blend_date: float = 2.0         # the question names a period and the entry's date is in it
-    blend_question: float = 0.0     # the entry is itself a question (-1.0 helps LoCoMo, costs LongMemEval: off)
+    blend_question: float = -1.0    # the entry only asks (a question that is most of its text: cues.is_question)
     blend_phrase: float = 3.0       # the query quotes a phrase and the entry holds it (tune: no effect at 0.5-3; see cues.py)
     blend_ident: float = 3.0        # the query names identifiers (a number, a version, a path) and the entry holds them all
     rerank_threshold: float | None = None  # None: the judge's own default

@@ -76,7 +76,8 @@ def test_candidates_offer_both_fusions(store):
 
 
 def test_default_search_orders_by_the_blend_of_maxsim_context_bm25_and_cues(store):
-    s = Settings(k_deep=30, blend_question=-1.0)  # no deep pass with 12 entries; the question cue on
+    s = Settings(k_deep=30)  # no deep pass with 12 entries; the question cue is on by default
+    assert s.blend_question == -1.0
     out = store.search_outcome(QUERY, judge="late-interaction", learn=False, settings=s)
     assert out.judge == "late-interaction"
     pool = out.pool
@@ -109,7 +110,7 @@ def test_a_when_question_prefers_entries_that_state_a_time_and_dates_in_its_peri
             Document(content="Caroline: do you like camping at the lake?", session_id="c",
                      created_at=datetime(2023, 8, 2)),
         ])
-        on = Settings(blend_question=-1.0)  # the question cue is off by default
+        on = Settings()  # the defaults: the time, date and question cues on
         when = s.search_outcome("When did Melanie go camping at the lake?", judge="late-interaction", learn=False,
                                 settings=on)
         top = when.results[0]

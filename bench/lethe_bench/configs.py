@@ -282,8 +282,13 @@ register(LearningConfig(
 
 
 # Levers of issue "Long memories", measured on the tune halves before a default changes.
-register(Config("default+question", "default with the entry-is-a-question cue on (blend_question -1.0)",
+register(Config("default+question", "default with the entry-is-a-question cue on (blend_question -1.0; "
+                "the default since it was measured with this config)",
                 _overridden("search_default_question", (("blend_question", -1.0),)), _pipeline_missing,
+                needs_token_index=True))
+register(Config("default-noquestion", "default with the entry-is-a-question cue off (blend_question 0.0, "
+                "the default before it was chosen on)",
+                _overridden("search_default_noquestion", (("blend_question", 0.0),)), _pipeline_missing,
                 needs_token_index=True))
 register(Config("default+pool300", "default with a first-stage pool of 300 (k_deep 300)",
                 _overridden("search_default_pool300", (("k_deep", 300),)), _pipeline_missing,
