@@ -359,7 +359,7 @@ def _duplicates(
     keeper: dict[str, str] = {
         k: i for i, k in con.execute(
             f"""SELECT min(id), dedup_key FROM entries
-                WHERE list_contains(CAST(? AS VARCHAR[]), dedup_key) AND {_LIVE} GROUP BY dedup_key""",
+                WHERE dedup_key IN (SELECT unnest(CAST(? AS VARCHAR[]))) AND {_LIVE} GROUP BY dedup_key""",
             [ids_literal(wanted_keys), sources],
         ).fetchall()
     }

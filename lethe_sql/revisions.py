@@ -379,7 +379,7 @@ def sync(con, *, sources: Sequence[str], new: Sequence[tuple[str, object]], vect
     if marked:
         # links that agree with the memories' dates first: in a cycle of markers, those win
         when = dict(con.execute(
-            "SELECT id, created_at FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+            "SELECT id, created_at FROM entries WHERE id IN (SELECT unnest(CAST(? AS VARCHAR[])))",
             ["[" + ",".join(sorted({x for m in marked for x in m[:2]})) + "]"],
         ).fetchall())
         marked.sort(key=lambda m: (not (when.get(m[1]) and when.get(m[0]) and when[m[1]] < when[m[0]]), m[2], m[0]))
@@ -560,11 +560,14 @@ def enumerations(pairs, meta: dict) -> set[str]:
 
 def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) -> int:
     """Score the pairs ``_older_neighbours`` finds (``revision_candidates``) and link those
-    at ``LINK_AT`` that no veto forbids and no cycle stops; returns the links made."""
+    at ``LINK_AT`` that no veto forbids and no cycle stops; returns the links made. Its
+    lists of ids can be a whole batch: they filter by ``IN (SELECT unnest(...))``, a hash
+    semi-join (``list_contains`` tests every row against every id: 3.5 s for 20,000 ids
+    over 200,000 entries, against 0.02 s)."""
     from .judges import ids_literal
 
     at = {r[0]: r[1:] for r in con.execute(
-        "SELECT id, created_at, source, position FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+        "SELECT id, created_at, source, position FROM entries WHERE id IN (SELECT unnest(CAST(? AS VARCHAR[])))",
         [ids_literal(ids)],
     ).fetchall()} if ids else {}
     pairs = _older_neighbours(con, ids, vecs, at)
@@ -575,13 +578,13 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
         r[0]: Memory(*r)
         for r in con.execute(
             "SELECT id, text, heading, created_at, source, position FROM entries "
-            "WHERE list_contains(CAST(? AS VARCHAR[]), id)",
+            "WHERE id IN (SELECT unnest(CAST(? AS VARCHAR[])))",
             [ids_literal(involved)],
         ).fetchall()
     }
     terms = sorted({t for m in meta.values() for t in words(m.text) + words(_TIMESTAMP.sub("", m.heading or ""))})
     df = dict(con.execute(
-        "SELECT term, df FROM fts_main_entries.dict WHERE list_contains(CAST(? AS VARCHAR[]), term)", [terms]
+        "SELECT term, df FROM fts_main_entries.dict WHERE term IN (SELECT unnest(CAST(? AS VARCHAR[])))", [terms]
     ).fetchall()) if terms else {}
     n_docs = con.execute("SELECT count(*) FROM entries").fetchone()[0]
     existing = con.execute("SELECT old_id, new_id FROM revisions").fetchall()
