@@ -479,17 +479,16 @@ def _older_neighbours(con, ids: list[str], vecs: np.ndarray, at: dict) -> list[t
 NEIGHBOUR_BLOCK = 256
 
 
-def _top(x: np.ndarray, k: int, cand: np.ndarray | None = None) -> np.ndarray:
+def _top(x: np.ndarray, k: int, cand: np.ndarray | None) -> np.ndarray:
     """The positions of the ``k`` largest values of ``x``, largest first, ties by position
     (what a stable sort of ``-x`` puts first), in time linear in ``len(x)``. ``cand``: the
-    positions of some ``k`` largest values (``np.argpartition``), when already known."""
-    if len(x) <= k:
-        return np.argsort(-x, kind="stable")
+    positions of some ``k`` largest values (``np.argpartition``); None when ``x`` has at
+    most ``k`` values."""
     if cand is None:
-        cand = np.argpartition(-x, k - 1)[:k]
+        return np.argsort(-x, kind="stable")
     t = x[cand].min()  # the k-th largest value
     n_above = int(np.count_nonzero(x[cand] > t))
-    if n_above + int(np.count_nonzero(x[cand] == t)) < k or np.count_nonzero(x == t) > k - n_above:
+    if np.count_nonzero(x == t) > k - n_above:
         # ties at the k-th value reach outside the chosen few: take them by position
         above = np.flatnonzero(x > t)
         cand = np.concatenate([above, np.flatnonzero(x == t)[: k - len(above)]])
