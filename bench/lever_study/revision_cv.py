@@ -20,16 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from revision_fit import REPO, TUNE, conversation_pairs, fit, pairs  # noqa: E402
+from revision_fit import REPO, TUNE, conversation_pairs, counts, fit, pairs  # noqa: E402
 
 from lethe_sql import revisions as R  # noqa: E402
-
-
-def counts(X, y, model) -> tuple[int, int, int]:
-    mu, sd, w, b = model
-    p = 1 / (1 + np.exp(-(((X - mu) / sd) @ w + b)))
-    pred = p >= R.LINK_AT
-    return int((pred & (y == 1)).sum()), int((pred & (y == 0)).sum()), int((~pred & (y == 1)).sum())
 
 
 def main() -> None:

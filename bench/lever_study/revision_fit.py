@@ -105,11 +105,16 @@ def fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 4000, lr: fl
     return mu, sd, w[:-1], w[-1]
 
 
-def report(name: str, X, y, model) -> None:
+def counts(X, y, model) -> tuple[int, int, int]:
+    """(true, false, missed) links of ``model`` at ``LINK_AT`` on pairs ``X`` labelled ``y``."""
     mu, sd, w, b = model
     p = 1 / (1 + np.exp(-(((X - mu) / sd) @ w + b)))
     pred = p >= R.LINK_AT
-    tp, fp, fn = int((pred & (y == 1)).sum()), int((pred & (y == 0)).sum()), int((~pred & (y == 1)).sum())
+    return int((pred & (y == 1)).sum()), int((pred & (y == 0)).sum()), int((~pred & (y == 1)).sum())
+
+
+def report(name: str, X, y, model) -> None:
+    tp, fp, fn = counts(X, y, model)
     print(f"{name}: {len(y)} pairs, {int(y.sum())} positive; at {R.LINK_AT}: precision {tp / max(tp + fp, 1):.3f} "
           f"recall {tp / max(tp + fn, 1):.3f}")
 
