@@ -99,6 +99,36 @@ def test_the_model_scores_a_change_note_above_an_unrelated_pair():
     assert p_change > 0.5 > p_other
 
 
+@pytest.mark.parametrize("old,new,changed", [
+    ("Prod EKS upgrade done, tr-prod-euw1 = 1.29.", "Prod cluster on 1.30 after the window.", True),   # 9.9
+    ("Staging Postgres: port 5432.", "Staging goes through pgbouncer, port 6432.", True),              # 9
+    ("Worker pool is pg-stg-1.", "Worker pool moved to pg-stg-2.", True),                               # a-a-9
+    ("Staging Postgres: port 5432.", "Staging Postgres: port 5432, db tally_stg.", False),  # nothing swapped
+    ("Staging Postgres: port 5432.", "Postgres 16.2 on staging now.", False),      # 9 gone, 9.9 came: not one shape
+    ("Timeout is 10 seconds.", "Timeout is ten seconds now.", False),              # no value came in its place
+])
+def test_value_changed_is_a_value_swapped_for_one_of_the_same_shape(old, new, changed):
+    from lethe_sql.revisions import value_changed
+
+    assert value_changed(old, new) is changed
+
+
+def test_a_paraphrased_version_bump_scores_above_a_reworded_note_on_another_subject():
+    # the pair a plain restatement check misses: other words, a retirement word, a value of one shape swapped
+    from lethe_sql.revisions import classify, pair_features, probability
+
+    df = {"kafka": 2, "bootstrap": 2, "9092": 1, "9096": 1, "msk": 1, "retired": 1, "grafana": 1}
+    old = M("Kafka bootstrap: kafka-1.internal:9092, PLAINTEXT inside the VPC. Self-hosted on EC2.",
+            datetime(2026, 2, 1), "10:00 kafka bootstrap")
+    new = M("Self-hosted Kafka is retired. Bootstrap servers are the MSK brokers at b-1.internal:9096, TLS.",
+            datetime(2026, 4, 1), "11:00 kafka on msk")
+    side = M("Grafana dashboard for Kafka consumer lag lives in the ops folder.", datetime(2026, 4, 1),
+             "11:30 lag dashboard")
+    v = classify(old, new, 0.77, 0, df, 60)
+    assert v.revision and "a value changed" in v.reason and "announces a change" in v.reason
+    assert probability(pair_features(old, side, 0.55, 1, df, 60)) < 0.3 < v.score
+
+
 # -- detected and declared links in a store -------------------------------------------
 
 

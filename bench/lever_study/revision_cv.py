@@ -1,13 +1,13 @@
-"""Leave-one-project-out check of a revision-model feature set on the tune projects.
+"""Leave-one-project-out check of a revision-model feature set on the fit projects.
 
-    .venv/bin/python bench/lever_study/revision_cv.py [--projects p01,p02,p04,p05,p07] [--drop N ...]
+    .venv/bin/python bench/lever_study/revision_cv.py [--projects p01,...,p13] [--drop N ...]
 
-For each tune project: fit (``revision_fit.fit``) on the other tune projects' candidate pairs
+For each fit project: fit (``revision_fit.fit``) on the other fit projects' candidate pairs
 plus the LoCoMo tune conversations' pairs (negatives, as ``revision_fit`` does), then count,
 at ``LINK_AT``, the held-out project's true and false links. Prints precision and recall summed
 over the folds, with every feature, and with each feature named by ``--drop`` left out: a
 feature earns its place when the folds it was not fitted on link better with it. Reads only
-the tune projects.
+the fit projects (``revision_fit.FIT``), never the held-out dev-e.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from revision_fit import REPO, TUNE, conversation_pairs, counts, fit, pairs  # noqa: E402
+from revision_fit import FIT, REPO, conversation_pairs, counts, fit, pairs  # noqa: E402
 
 from lethe_sql import revisions as R  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--projects", default=TUNE)
+    ap.add_argument("--projects", default=FIT)
     ap.add_argument("--drop", nargs="*", default=[], help="feature names to compare without")
     ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
     a = ap.parse_args()
