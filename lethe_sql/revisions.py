@@ -211,6 +211,8 @@ def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int]
         return Verdict(False, 0.0, "not ordered in time")
     if is_question(old.text) or is_question(new.text):
         return Verdict(False, 0.0, "a question states nothing to revise")
+    if dialogue(old.text) or dialogue(new.text):
+        return Verdict(False, 0.0, "a conversation of several speakers states no single fact to revise")
     a, b = speaker(old.text), speaker(new.text)
     if a and b and a != b:
         return Verdict(False, 0.0, f"said by different speakers ({a}, {b})")
@@ -265,6 +267,19 @@ def speaker(text: str) -> str:
     its speaker says: another speaker's later turn answers it and does not revise it."""
     m = _SPEAKER.match(text or "")
     return m.group(1) if m else ""
+
+
+_TURN = re.compile(r"^([A-Za-z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):[ \t]", re.M)
+
+
+def dialogue(text: str) -> bool:
+    """Whether ``text`` records a conversation: lines opened by at least two speakers'
+    names, one of them opening more than one line (a chat session indexed as one memory).
+    A session holds many facts said by several people; a later session is not a new
+    version of an earlier one. Notes with "Key: value" lines name each key once; a mined
+    exchange opens its turns with ``**User:**`` and is not matched."""
+    names = [m.group(1) for m in _TURN.finditer(text or "")]
+    return len(set(names)) >= 2 and len(names) > len(set(names))
 
 
 def _refers_to_date(text: str, when: datetime) -> bool:

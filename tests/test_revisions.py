@@ -64,6 +64,10 @@ def test_negations_and_swapped_names_are_revisions(old, new):
     ("Tim: Wow! How long have you been surfing?", "Tim: Wow! How long have you been playing?",
      "a question states nothing to revise"),
     ("Which port does staging Postgres use?", NEW, "a question states nothing to revise"),
+    # a whole chat session is many facts said by several people, not one fact's version
+    ("Gina: The store opens at 9.\nJon: Nice!\nGina: And closes at 5.",
+     "Gina: The store opens at 10 now.\nJon: Since when?\nGina: Since May.",
+     "a conversation of several speakers states no single fact to revise"),
 ])
 def test_questions_and_other_speakers_turns_are_never_revisions(old, new, why):
     from lethe_sql.revisions import classify
@@ -97,6 +101,19 @@ def test_the_model_scores_a_change_note_above_an_unrelated_pair():
     p_change = probability(pair_features(old, change, 0.72, 0, df, 40))
     p_other = probability(pair_features(old, other, 0.31, 7, df, 40))
     assert p_change > 0.5 > p_other
+
+
+@pytest.mark.parametrize("text,is_dialogue", [
+    ("Caroline: Hi!\nMelanie: Hey, how are you?\nCaroline: Good.", True),
+    ("user: plan a trip\nassistant: sure, where to?\nuser: Lisbon", True),
+    ("Caroline: I went to the support group yesterday.", False),          # one turn
+    ("Host: pg-stg-2\nPort: 6432\nOwner: Ines", False),                  # a note's key: value lines
+    ("**User:** fix the test\n\n**Assistant:** done, the fixture was stale", False),   # a mined exchange
+])
+def test_dialogue_is_several_speakers_one_of_them_speaking_twice(text, is_dialogue):
+    from lethe_sql.revisions import dialogue
+
+    assert dialogue(text) is is_dialogue
 
 
 @pytest.mark.parametrize("old,new,changed", [
