@@ -1,0 +1,70 @@
+"""Leave-one-project-out check of the revision model by what it is for: the ranking.
+
+    .venv/bin/python bench/lever_study/revision_rank_cv.py [--projects p01,...,p13] [--promote-at X] [--link-at X]
+
+For each project: fit the pair model (``revision_fit.fit``) on the other projects' candidate
+pairs plus as many LoCoMo tune-conversation pairs (negatives, as ``revision_fit`` does), index
+the project, detect its links again with that model (``revisions.redetect``), and score every
+question (cur@1, cur_first, stale@1, past@5, static@5, as ``lethe bench updates`` does). Prints
+the means over all folds' questions. Reads only the fit projects (``revision_fit.FIT``), never
+the held-out dev-e. Session 4 of 2026-11-24: 0.716 / 0.953 / 0.028 / 0.912 / 0.960 (n = 211
+current questions), against 0.659 / 0.900 / 0.071 / 0.912 / 0.971 for the 12-feature design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from revision_fit import FIT, REPO, conversation_pairs, fit, pairs  # noqa: E402
+
+from lethe_bench import updates as U  # noqa: E402
+from lethe_sql import MemoryStore, revisions as R  # noqa: E402
+from lethe_sql.db import transaction  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--projects", default=FIT)
+    ap.add_argument("--promote-at", type=float, default=R.PROMOTE_AT)
+    ap.add_argument("--link-at", type=float, default=R.LINK_AT)
+    ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
+    a = ap.parse_args()
+    from lethe_bench.runner import make_embedder
+
+    emb = make_embedder(True, token_index=True)
+    ids = a.projects.split(",")
+    per = {p: pairs([p], emb) for p in ids}
+    C = conversation_pairs(Path(a.locomo), emb, sum(len(X) for X, _ in per.values()))
+    R.PROMOTE_AT, R.LINK_AT = a.promote_at, a.link_at
+    scores: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in U.load(REPO / "bench" / "data" / "updates", ids):
+            Xs = [per[q][0] for q in per if q != p.id]
+            ys = [per[q][1] for q in per if q != p.id]
+            n = sum(len(x) for x in Xs)
+            mu, sd, w, b = fit(np.concatenate(Xs + [C[:n]]), np.concatenate(ys + [np.zeros(min(n, len(C)))]))
+            R._MEAN, R._SD, R._WEIGHTS, R._BIAS = tuple(mu), tuple(sd), tuple(w), float(b)
+            root = Path(tmp) / p.id
+            U.write_project(p, root)
+            with MemoryStore(root, embedder=emb) as st:
+                st.index()
+                with transaction(st.con):
+                    R.redetect(st.con, [])
+                back = {v: k for k, v in U._ids(st, p).items()}
+                for q in p.queries:
+                    out = st.search_outcome(q["question"], top_k=U.TOP_K, learn=False)
+                    for k, v in U._metrics(q, [back.get(c.id, c.id) for c in out.results]).items():
+                        scores.setdefault(k, []).append(v)
+            print(f"{p.id} done", file=sys.stderr)
+    print(" ".join(f"{k} {np.mean(v):.3f} (n={len(v)})" for k, v in scores.items()))
+
+
+if __name__ == "__main__":
+    main()
