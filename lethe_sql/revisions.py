@@ -665,6 +665,31 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
     return made
 
 
+#: bump when a detection rule changes (``classify``'s vetoes, the restatement rule, the
+#: features' definitions); the model's constants enter the fingerprint by themselves
+RULES = 2
+
+
+def fingerprint() -> str:
+    """What detected links depend on: a store whose links were detected under another
+    fingerprint has them detected again on its next ``lethe index`` (``meta.revision_model``)."""
+    import hashlib
+
+    what = (RULES, FEATURES, _MEAN, _SD, _WEIGHTS, _BIAS, LINK_AT, NEIGHBOURS, COS_FLOOR, CLIP_Z)
+    return hashlib.sha256(repr(what).encode()).hexdigest()[:16]
+
+
+def model_changed(con) -> bool:
+    """Record this version's ``fingerprint`` in ``meta``; True when the store holds memories
+    whose links were detected under another one (an index built by an older version)."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'revision_model'").fetchone()
+    fp = fingerprint()
+    if row is not None and row[0] == fp:
+        return False
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('revision_model', ?)", [fp])
+    return con.execute("SELECT count(*) FROM entries").fetchone()[0] > 0
+
+
 def redetect(con, warnings: list[str]) -> int:
     """Detect links over the whole store again (``lethe index --rebuild``): detected links
     and scored pairs are dropped and every memory is scored against its neighbours."""

@@ -294,6 +294,10 @@ class MemoryStore:
             # sections holding private spans or secrets are replaced by their scrubbed form.
             con.execute("DELETE FROM source_files")
             con.execute("INSERT OR REPLACE INTO meta VALUES ('privacy', '1')")
+        from .revisions import model_changed
+
+        # once per new revision model: links an older version detected are detected again
+        redetect_all = self.settings.revisions and model_changed(con)
         store_vectors_plain(con)  # once: vectors an older version stored compressed (db.DISABLED_COMPRESSION)
         self._read_long_entries(progress)  # once: long texts an older version read only in part
         prefix = self.memory_dir.relative_to(self.root).as_posix() + "/"
@@ -310,12 +314,12 @@ class MemoryStore:
         from .dedup import restore_distinct
 
         report.entries_restored = restore_distinct(self)  # once: what an older dedup rule hid
-        if rebuild:
+        if rebuild or redetect_all:
             from .revisions import redetect
 
             with transaction(con):
                 report.revisions_detected = redetect(con, report.warnings)
-        if changed or rebuild or report.entries_restored:
+        if changed or rebuild or redetect_all or report.entries_restored:
             forget_statements(con)  # prepared search statements plan again, against the new data
             if self.db_path != ":memory:":
                 from .revisions import write_sidecar

@@ -167,6 +167,28 @@ def test_detected_link_views_and_valid_times(project):
     assert versions == [(id_of(OLD), id_of(NEW), False), (id_of(NEW), None, True)]
 
 
+def test_an_index_built_under_another_revision_model_is_detected_again_once(project):
+    from lethe_sql.revisions import fingerprint
+
+    write(project.memory_dir / "2026-03-01.md", f"## 09:00 db port\n{OLD}\n## 11:00 lunch\nLunch is at noon on Fridays.\n")
+    write(project.memory_dir / "2026-03-09.md", f"## 10:30 db port\n{NEW}\n")
+    project.index()
+    con = project.con
+    assert con.execute("SELECT value FROM meta WHERE key = 'revision_model'").fetchone() == (fingerprint(),)
+    # as an older version left it: another model's fingerprint, a link that model made, none of today's
+    lunch = con.execute("SELECT id FROM entries WHERE text LIKE 'Lunch%'").fetchone()[0]
+    con.execute("UPDATE meta SET value = 'older' WHERE key = 'revision_model'")
+    con.execute("DELETE FROM revisions")
+    con.execute("INSERT INTO revisions (old_id, new_id, origin, reason, score) VALUES (?, ?, 'detected', 'older', 0.5)",
+                [lunch, id_of(NEW)])
+    report = project.index()                      # no file changed: only the model did
+    assert report.revisions_detected == 1
+    assert links(project) == [(id_of(OLD), id_of(NEW), "detected")]
+    assert con.execute("SELECT value FROM meta WHERE key = 'revision_model'").fetchone() == (fingerprint(),)
+    con.execute("DELETE FROM revisions")
+    assert project.index().revisions_detected == 0 and links(project) == []   # once: the same model leaves links be
+
+
 def test_present_and_past_questions_and_what_each_result_says(project):
     write(project.memory_dir / "2026-03-01.md", f"## 09:00 db port\n{OLD}\n## 11:00 lunch\nLunch is at noon on Fridays.\n")
     write(project.memory_dir / "2026-03-09.md", f"## 10:30 db port\n{NEW}\n")
