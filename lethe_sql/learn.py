@@ -76,9 +76,10 @@ def update(
     outcome: Sequence[tuple[str, int, int, float, bool]],
     settings,
     rif: bool,
-) -> None:
-    """Record one search. ``outcome`` rows: (id, pool_rank, judge_rank, logit, winner)
-    over the shallow pool; empty when no judge ran (then only the log and step move).
+) -> dict:
+    """Record one search; returns the ``meta`` rows as they were before it (for
+    ``maybe_refit``). ``outcome`` rows: (id, pool_rank, judge_rank, logit, winner) over the
+    shallow pool; empty when no judge ran (then only the log and step move).
 
     Cost: a handful of statements, each on at most the pool's rows (the learning update
     must stay under 10 ms at 10,000 entries). Lists reach SQL as one text parameter each
@@ -129,6 +130,7 @@ def update(
                      AND $step - coalesce(last_retrieval_step, 0) > $idle""",
                 {"a": APOPTOSIS_AFFINITY, "step": step, "idle": APOPTOSIS_IDLE},
             )
+    return have
 
 
 def _update_suppression(con, rows, n: int, step: int, cue: int, settings) -> None:
@@ -226,10 +228,10 @@ def apply_pending(con, settings, index_dir) -> int:
             live = {x for (x,) in con.execute(
                 "SELECT id FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)",
                 [ids_literal(sorted({o[0] for o in outcome}))]).fetchall()} if outcome else set()
-            update(con, step=step, cue=cue, query=r["query"], qvec=qvec, judge=r.get("judge"),
-                   outcome=[o for o in outcome if o[0] in live], settings=settings, rif=rif)
+            meta = update(con, step=step, cue=cue, query=r["query"], qvec=qvec, judge=r.get("judge"),
+                          outcome=[o for o in outcome if o[0] in live], settings=settings, rif=rif)
             if rif:
-                maybe_refit(con, settings, step)
+                maybe_refit(con, settings, step, meta=meta)
         except (KeyError, TypeError, ValueError):
             continue
     work.unlink(missing_ok=True)
@@ -262,12 +264,13 @@ def kmeans(x: np.ndarray, k: int, seed: int = 0, iters: int = 25) -> tuple[np.nd
     return c.astype(np.float32), labels
 
 
-def maybe_refit(con, settings, step: int, seed: int = 0) -> bool:
-    """Refit the query clusters when the policy says so; returns whether it did."""
-    n, last = con.execute(
-        "SELECT (SELECT count(*) FROM query_log), (SELECT value FROM meta WHERE key = 'rif_fit_queries')"
-    ).fetchone()
-    last = int(last)
+def maybe_refit(con, settings, step: int, seed: int = 0, meta: dict | None = None) -> bool:
+    """Refit the query clusters when the policy says so; returns whether it did. ``meta``:
+    the ``meta`` rows ``update`` read just before (saves reading them again)."""
+    n = con.execute("SELECT count(*) FROM query_log").fetchone()[0]
+    if meta is None:
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    last = int(meta.get("rif_fit_queries") or 0)
     if n < 10 * settings.n_clusters or (last and n < settings.refit_growth * last):
         return False
     refit(con, settings.n_clusters, step, seed)

@@ -163,10 +163,10 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
         if defer is not None:
             defer(query=enc.text, qvec=enc.vec, judge=judge.name if judge else None, outcome=outcome, rif=rif)
         else:
-            update(con, step=step, cue=cue, query=enc.text, qvec=enc.vec,
-                   judge=judge.name if judge else None, outcome=outcome, settings=settings, rif=rif)
+            meta = update(con, step=step, cue=cue, query=enc.text, qvec=enc.vec,
+                          judge=judge.name if judge else None, outcome=outcome, settings=settings, rif=rif)
             if rif:
-                maybe_refit(con, settings, step)
+                maybe_refit(con, settings, step, meta=meta)
         learned = True
         timings["learn"] = (time.perf_counter() - t2) * 1000
     timings["total"] = (time.perf_counter() - t0) * 1000

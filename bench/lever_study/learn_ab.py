@@ -5,7 +5,8 @@ alternate searches of one 10,000-entry synthetic store, in one process.
 
 The store is built once (random vectors, `bench synthetic`'s generator, seed 0) and reused.
 Prints p50/p95 of ``Outcome.timings_ms['learn']`` (the update transaction and the refit
-check) for each side, warm-up searches left out. 2026-11-24: 11.96 -> 10.47 ms p50, and 11.76 -> 9.98 on a fresh store.
+check) for each side, warm-up searches left out. 2026-11-24: 11.76 -> 9.98 ms p50 on a fresh store; 11.08 -> 9.21 with maybe_refit's
+reads folded in.
 """
 
 from __future__ import annotations
