@@ -680,14 +680,22 @@ def fingerprint() -> str:
 
 
 def model_changed(con) -> bool:
-    """Record this version's ``fingerprint`` in ``meta``; True when the store holds memories
-    whose links were detected under another one (an index built by an older version)."""
+    """True when the store holds memories whose links were detected under another
+    ``fingerprint`` (an index built by an older version): the caller detects them again and
+    then ``record_model``s, in one transaction, so that a pass that fails is retried. An
+    empty store has nothing to detect again: its fingerprint is recorded here."""
     row = con.execute("SELECT value FROM meta WHERE key = 'revision_model'").fetchone()
-    fp = fingerprint()
-    if row is not None and row[0] == fp:
+    if row is not None and row[0] == fingerprint():
         return False
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('revision_model', ?)", [fp])
-    return con.execute("SELECT count(*) FROM entries").fetchone()[0] > 0
+    if con.execute("SELECT count(*) FROM entries").fetchone()[0] > 0:
+        return True
+    record_model(con)
+    return False
+
+
+def record_model(con) -> None:
+    """Record that the store's detected links are this version's (``meta.revision_model``)."""
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('revision_model', ?)", [fingerprint()])
 
 
 def redetect(con, warnings: list[str]) -> int:

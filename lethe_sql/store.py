@@ -315,10 +315,11 @@ class MemoryStore:
 
         report.entries_restored = restore_distinct(self)  # once: what an older dedup rule hid
         if rebuild or redetect_all:
-            from .revisions import redetect
+            from .revisions import record_model, redetect
 
             with transaction(con):
                 report.revisions_detected = redetect(con, report.warnings)
+                record_model(con)
         if changed or rebuild or redetect_all or report.entries_restored:
             forget_statements(con)  # prepared search statements plan again, against the new data
             if self.db_path != ":memory:":
