@@ -3,33 +3,40 @@
     git worktree add /tmp/old 04a563f
     for w in old new old new; do .venv/bin/python bench/lever_study/hybrid_ab.py $w; done
 
-Builds a 10,000-entry store with random vectors per side once (/tmp/s14/hyb-<side>), then times
-100 hybrid searches (30 warm-up) with random query vectors: the SQL path only.
+Builds a 10,000-entry store with random vectors per side once (``synth_store``,
+/tmp/hybrid-ab-<side>), then times 100 hybrid searches (30 warm-up) with random query
+vectors: the SQL path only.
 """
-import sys, time, statistics
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
 from pathlib import Path
-which = sys.argv[1]
-if which == "old":
-    sys.path.insert(0, "/tmp/old/bench"); sys.path.insert(0, "/tmp/old")
-else:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import lethe_sql
-from lethe_bench import synthetic
-from lethe_bench.perf import _embedder, _sources
-from lethe_sql import MemoryStore
-from lethe_sql.store import Document
-root = Path(f"/tmp/s14/hyb-{which}")
-fresh = not root.exists()
-emb = _embedder("random", False, None, 0)
-store = MemoryStore(root, embedder=emb)
-if fresh:
-    items = list(synthetic.generate(10000, 0))
-    docs = [Document(content=i.text, created_at=i.created_at, session_id=i.session) for i in items]
-    for source, part in _sources(docs, items, "random"):
-        store.put_documents(source, part)
-qs = synthetic.queries(130, 0)
-lat = []
-for i, q in enumerate(qs):
-    t = time.perf_counter(); store.search(q, top_k=10, mode="hybrid"); d = (time.perf_counter() - t) * 1000
-    if i >= 30: lat.append(d)
-print(which, lethe_sql.__file__, "hybrid p50 %.2f" % statistics.median(lat))
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    which = sys.argv[1] if len(sys.argv) > 1 else "new"
+    if which == "old":
+        sys.path[:0] = ["/tmp/old", "/tmp/old/bench"]
+    else:
+        sys.path.insert(0, str(HERE.parent))
+    import lethe_sql
+    from lethe_bench import synthetic
+    from synth_store import open_store
+
+    store = open_store(Path(f"/tmp/hybrid-ab-{which}"))
+    lat = []
+    for i, q in enumerate(synthetic.queries(130, 0)):
+        t = time.perf_counter()
+        store.search(q, top_k=10, mode="hybrid")
+        if i >= 30:
+            lat.append((time.perf_counter() - t) * 1000)
+    print(which, lethe_sql.__file__, f"hybrid p50 {statistics.median(lat):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,7 +3,7 @@ alternate searches of one 10,000-entry synthetic store, in one process.
 
     .venv/bin/python bench/lever_study/learn_ab.py [--store /tmp/learn10k]
 
-The store is built once (random vectors, `bench synthetic`'s generator, seed 0) and reused.
+The store is built once (``synth_store``: random vectors, `bench synthetic`'s generator) and reused.
 Prints p50/p95 of ``Outcome.timings_ms['learn']`` (the update transaction and the refit
 check) for each side, warm-up searches left out. 2026-11-24: 11.76 -> 9.98 ms p50 on a fresh store; 11.08 -> 9.21 with maybe_refit's
 reads folded in.
@@ -24,9 +24,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import lethe_sql.learn as L  # noqa: E402
 import lethe_sql.pipeline as P  # noqa: E402
 from lethe_bench import synthetic  # noqa: E402
-from lethe_bench.perf import _embedder, _sources  # noqa: E402
-from lethe_sql import MemoryStore  # noqa: E402
-from lethe_sql.store import Document  # noqa: E402
+from synth_store import open_store  # noqa: E402
 
 
 def main() -> None:
@@ -39,15 +37,7 @@ def main() -> None:
     ns = dict(vars(L))
     exec(re.search(r"^def update\(.*?(?=^def )", src, re.S | re.M).group(0), ns)
     sides = {"before": ns["update"], "now": L.update}
-    emb = _embedder("random", False, None, 0)
-    root = Path(a.store)
-    fresh = not (root / ".lethe" / "index" / "lethe.duckdb").exists()
-    store = MemoryStore(root, embedder=emb)
-    if fresh:
-        items = list(synthetic.generate(10000, 0))
-        docs = [Document(content=i.text, created_at=i.created_at, session_id=i.session) for i in items]
-        for source, part in _sources(docs, items, "random"):
-            store.put_documents(source, part)
+    store = open_store(Path(a.store))
     res: dict[str, list[float]] = {k: [] for k in sides}
     for i, q in enumerate(synthetic.queries(300, 1)):
         side = "before" if i % 2 else "now"
