@@ -12,7 +12,9 @@ Rules:
   with whitespace collapsed: the same words are the same memory wherever they
   stand, and an unchanged section keeps its id when its file changes.
 * ``created_at`` comes from a timestamp heading (``## 2026-11-03 14:02``), else
-  the file's date (``2026-11-03.md``), else None. ``session_id`` comes from an
+  the time of the nearest section above it in the file whose heading states one (a
+  ``### Decision`` under ``## 10:05 load test`` was written at 10:05 or later, not
+  at midnight), else the file's date (``2026-11-03.md``), else None. ``session_id`` comes from an
   anchor comment ``<!-- lethe session=ID turn=N -->``, else the file's stem.
 * Privacy (``privacy.py``): ``<private>...</private>`` spans are cut out of the
   whole file before it is split, and secrets are redacted in every section's
@@ -157,6 +159,11 @@ def _heading_time(heading: str | None, fdate: date | None) -> datetime | None:
         if m and fdate:
             return datetime.combine(fdate, _parse_time(m["t"]))
     return datetime.combine(fdate, time(0, 0)) if fdate else None
+
+
+def _states_time(heading: str | None) -> bool:
+    """Whether ``heading`` gives its own date or time (``_heading_time`` reads one)."""
+    return bool(heading) and bool(_HEAD_TS.search(heading) or _HEAD_TIME.match(heading))
 
 
 def _index_text(lines: list[str]) -> str:
@@ -307,6 +314,7 @@ def sections(markdown: str, filename: str = "") -> list[Section]:
     stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0] if filename else None
     out: list[Section] = []
     position = 0
+    above = None  # the time of the nearest section above whose heading states one
     for k, (heading, start, lines) in enumerate(raw):
         end = raw[k + 1][1] if k + 1 < len(raw) else n_lines
         n = 0
@@ -318,6 +326,10 @@ def sections(markdown: str, filename: str = "") -> list[Section]:
         if parts is None:
             continue
         heading, content, body, cid, created_at, redacted, marks = parts
+        if _states_time(heading):
+            above = created_at
+        elif above is not None:
+            created_at = above
         chunk = Chunk(
             position=position,
             heading=heading,

@@ -57,13 +57,17 @@ def test_ids_are_content_hashes_stable_across_edits_elsewhere():
 
 
 def test_created_at_from_heading_timestamp_or_file_date():
-    md = "## 2026-11-03 14:02:05 fixed it\nx\n## 09:15\ny\n## plain\nz\n"
+    md = "## 2026-11-03 14:02:05 fixed it\nx\n## 09:15\ny\n### decision\nw\n## plain\nz\n"
     cs = parse(md, ".lethe/memory/2026-11-01.md")
     assert [c.created_at for c in cs] == [
         datetime(2026, 11, 3, 14, 2, 5),
         datetime(2026, 11, 1, 9, 15),
-        datetime(2026, 11, 1, 0, 0),
+        datetime(2026, 11, 1, 9, 15),   # no time of its own: written after the section above
+        datetime(2026, 11, 1, 9, 15),
     ]
+    # before any heading that states a time: the file's date
+    assert [c.created_at for c in parse("## a\nx\n## 10:00 b\ny\n", "2026-11-01.md")] == [
+        datetime(2026, 11, 1, 0, 0), datetime(2026, 11, 1, 10, 0)]
     assert parse("## x\ny\n", "notes.md")[0].created_at is None
 
 
