@@ -177,21 +177,27 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     """What ``supersede_order`` reorders by, for a question with these ``cues``: about the
     present, each superseded candidate is replaced by what supersedes it, and by newer
     memories among the top ``PROMOTE_TOP`` that detection scored at ``PROMOTE_AT`` against
-    it (``revisions.promotions``); asking outright for an earlier version, each superseding
-    candidate gives way to the versions it superseded; otherwise None (history as is).
+    it (``revisions.promotions``; over a memory that itself supersedes another, only one
+    the question finds about as relevant: ``PROMOTE_HEAD_MARGIN``); asking outright for
+    an earlier version, each superseding candidate gives way to the versions it
+    superseded; otherwise None (history as is).
     A pair is left alone when the question names the older memory apart from the newer
     one (an identifier it holds and the newer does not: "fact number 5123", "is it still
     on pg-stg-1?"): the question asks for that one."""
-    from .revisions import PROMOTE_TOP, named_apart
+    from . import revisions
 
     if cues.present:
         def replaced_by(ordered: list) -> dict:
             text = {c.id: c.text for c in ordered}
             out: dict[str, set] = {}
             pairs = [(old, new) for old, s in stale.items() for new in s.ids]
-            pairs += list(promotions(con, [c.id for c in ordered[:PROMOTE_TOP]]))
+            top = ordered[:revisions.PROMOTE_TOP]
+            score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
+            heads = {new for s in stale.values() for new in s.ids}  # the pool's superseding memories
+            pairs += [(old, new) for old, new in promotions(con, [c.id for c in top])
+                      if old not in heads or score[new] >= score[old] - revisions.PROMOTE_HEAD_MARGIN]
             for old, new in pairs:
-                if old in text and new in text and named_apart(query, text[old], text[new]):
+                if old in text and new in text and revisions.named_apart(query, text[old], text[new]):
                     continue
                 out.setdefault(old, set()).add(new)
             return out

@@ -46,6 +46,13 @@ LINK_AT = 0.3
 #: ``PROMOTE_TOP`` first when their pair scored at least this (no link is recorded)
 PROMOTE_AT = 0.07
 PROMOTE_TOP = 10
+#: ...but over a memory that supersedes another (the current version a link found), only
+#: when the newer one's own final score is within this of it: a note that merely mentions
+#: the subject later ("health endpoints check Postgres") does not displace the answer a
+#: link vouches for ("Postgres moved to 5434"). In the blend's units (z-scores over the
+#: judged pool); chosen by leave-one-project-out over p01-p17 (cur@1 0.720 -> 0.742,
+#: n = 275; bench/lever_study/README.md)
+PROMOTE_HEAD_MARGIN = 0.5
 
 _WORD = re.compile(r"\w+")
 _HEX = re.compile(r"^[0-9a-f]{4,16}$")
@@ -100,14 +107,14 @@ class Memory:
 
 #: the pair features, in model order (``pair_features``)
 FEATURES = ("cos", "near", "covers_old", "covers_new", "rarest_shared", "change_words", "names_date",
-            "gap", "jaccard", "same_heading", "shared_identifiers", "short", "value_changed")
+            "gap", "jaccard", "same_heading", "shared_identifiers", "short", "value_changed", "title_change")
 # A logistic model over the standardised features, fitted on the development update sets
-# projects p01-p13 (bench/data/updates, dev-a to dev-d; dev-e is held out) with LoCoMo
+# projects p01-p17 (bench/data/updates, dev-a to dev-e; dev-f is held out) with LoCoMo
 # conversation pairs as negatives (bench/lever_study/revision_fit.py prints these).
-_MEAN = (0.5100, 0.3446, 0.1136, 0.1043, 0.2414, 0.3510, 0.0009, 0.6713, 0.0862, 0.2731, 0.0188, 0.0156, 0.1534)
-_SD = (0.1405, 0.2921, 0.1100, 0.1049, 0.1313, 0.4773, 0.0298, 0.2513, 0.0697, 0.2518, 0.0882, 0.1239, 0.3603)
-_WEIGHTS = (-0.2780, 1.1679, 1.1606, 0.7744, -0.3939, 1.3421, 0.0856, 0.7089, -0.8158, 0.3825, 0.4795, -0.6628, 0.5481)
-_BIAS = -5.9302
+_MEAN = (0.5096, 0.3470, 0.1139, 0.1034, 0.2394, 0.3606, 0.0007, 0.6656, 0.0855, 0.2722, 0.0174, 0.0159, 0.1436, 0.0997)
+_SD = (0.1408, 0.2928, 0.1125, 0.1043, 0.1333, 0.4802, 0.0262, 0.2514, 0.0698, 0.2527, 0.0846, 0.1249, 0.3506, 0.2997)
+_WEIGHTS = (-0.1630, 1.1990, 1.1190, 0.8031, -0.3708, 1.4884, 0.0782, 0.6447, -0.8157, 0.4754, 0.4552, -0.6164, 0.5454, 0.3888)
+_BIAS = -6.2751
 
 
 def _idf(df: dict[str, int], n_docs: int):
@@ -130,8 +137,9 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
     w_s = sum(idf(t) for t in shared)
     rarest = max((idf(t) for t in shared), default=0.0)
     gap_days = max((new.at - old.at).days, 0) if old.at and new.at else 0
+    title = _TIMESTAMP.sub("", new.heading or "")
     ha = set(words(_TIMESTAMP.sub("", old.heading or "")))
-    hb = set(words(_TIMESTAMP.sub("", new.heading or "")))
+    hb = set(words(title))
     heading = 0.0
     if ha and hb:
         heading = sum(idf(t) for t in ha & hb) / max(min(sum(idf(t) for t in ha), sum(idf(t) for t in hb)), 1e-9)
@@ -141,7 +149,7 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         w_s / w_a,
         w_s / w_b,
         rarest / 10.0,
-        1.0 if _CHANGE.search(new.text or "") else 0.0,
+        1.0 if _CHANGE.search(new.text or "") or _CHANGE.search(title) else 0.0,
         1.0 if old.at and _refers_to_date(new.text or "", old.at) else 0.0,
         math.log1p(gap_days) / 5.0,
         len(shared) / max(len(a | b), 1),
@@ -149,6 +157,7 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         min(sum(1 for t in _identifiers(old.text) & _identifiers(new.text)), 3) / 3.0,
         1.0 if min(len(a), len(b)) < 5 else 0.0,
         1.0 if value_changed(old.text, new.text) else 0.0,
+        1.0 if _CHANGE.search(title) else 0.0,
     ]
 
 

@@ -217,6 +217,36 @@ def test_a_superseded_memory_missing_from_the_pool_brings_its_current_version(pr
     assert [h.id for h in hits[:2]] == [id_of(new), id_of(old)]
 
 
+def test_a_weak_pair_promotes_a_newer_memory_but_not_over_the_answer_a_link_vouches_for(project):
+    """Promotions: a pair detection scored below the link threshold still ranks the newer
+    memory first for a question about the present, except over a memory that itself
+    supersedes another, where the newer one must be about as relevant to the question."""
+    clash = "Local Postgres listens on host port 5433 in the dev compose file."
+    moved = "Postgres moved to host port 5434 because pgbouncer now owns 5433 in the dev compose."
+    health = "The readyz health endpoint runs SELECT 1 against Postgres with a two second timeout."
+    redis = "Local Redis listens on port 6379 in the dev compose file for the session cache."
+    cache = "Session cache: 6380 from today, the Redis container shares the host with Sentinel."
+    write(project.memory_dir / "2026-03-01.md", f"## 09:00 port clash\n{clash}\n## 09:30 redis\n{redis}\n")
+    write(project.memory_dir / "2026-03-02.md",
+          f"## 09:20 pgbouncer\n{moved}\n<!-- lethe supersedes={id_of(clash)[:8]} -->\n")
+    write(project.memory_dir / "2026-03-04.md", f"## 14:45 health endpoints\n{health}\n## 15:00 cache port\n{cache}\n")
+    project.index()
+    con = project.con
+    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
+    con.execute("DELETE FROM revision_candidates")
+    con.execute("INSERT INTO revision_candidates VALUES (?, ?, 0.2), (?, ?, 0.2)",
+                [id_of(moved), id_of(health), id_of(redis), id_of(cache)])
+    assert links(project) == [(id_of(clash), id_of(moved), "declared")]
+    ids = lambda q: [h.id for h in project.search(q, learn=False, top_k=5)]
+    # the health note mentions Postgres, scores far below the link's answer: no promotion over it
+    got = ids("which port does the local postgres use")
+    assert got[0] == id_of(moved) and got.index(id_of(moved)) < got.index(id_of(clash))
+    assert id_of(health) not in got[:1]
+    # over a memory that supersedes nothing, the weak pair still puts the newer one first
+    got = ids("which port does local redis listen on for the session cache")
+    assert got.index(id_of(cache)) < got.index(id_of(redis))
+
+
 def test_a_marker_declares_a_link_and_a_rebuild_from_the_markdown_restores_it(project):
     a, b = "We deploy on Tuesdays and Thursdays.", "Deploys happen on every merge to main."
     write(project.memory_dir / "2026-02-01.md", f"## 09:00 deploys\n{a}\n")

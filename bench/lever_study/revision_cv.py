@@ -7,7 +7,7 @@ plus the LoCoMo tune conversations' pairs (negatives, as ``revision_fit`` does),
 at ``LINK_AT``, the held-out project's true and false links. Prints precision and recall summed
 over the folds, with every feature, and with each feature named by ``--drop`` left out: a
 feature earns its place when the folds it was not fitted on link better with it. Reads only
-the fit projects (``revision_fit.FIT``), never the held-out dev-e.
+the fit projects (``revision_fit.FIT``), never the held-out set (dev-f).
 """
 
 from __future__ import annotations

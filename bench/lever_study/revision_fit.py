@@ -1,8 +1,8 @@
 """Fit the revision model (lethe_sql/revisions.py: _MEAN, _SD, _WEIGHTS, _BIAS) on the
-fit projects of the development update sets (``FIT``: p01-p13, dev-a to dev-d; dev-e is
+fit projects of the development update sets (``FIT``: p01-p17, dev-a to dev-e; dev-f is
 held out) and the tune conversations of LoCoMo dev7, and print the constants.
 
-    .venv/bin/python bench/lever_study/revision_fit.py [--projects p01,...,p13] \
+    .venv/bin/python bench/lever_study/revision_fit.py [--projects p01,...,p17] \
         [--locomo ../shared/data/locomo/locomo-dev7.json.gz] [--check p03,...]
 
 Candidate pairs are what the product scores: each memory against its NEIGHBOURS nearest
@@ -35,8 +35,10 @@ from lethe_sql import MemoryStore, revisions as R  # noqa: E402
 
 #: the projects the shipped constants are fitted on (until 2026-11-24: the tune half
 #: p01,p02,p04,p05,p07 only; the report half and dev-d were then used for feature choice
-#: by leave-one-project-out, and joined the fit; dev-e, p14-p17, is the held-out check)
-FIT = ",".join(f"p{i:02d}" for i in range(1, 14))
+#: by leave-one-project-out, and joined the fit; dev-e, p14-p17, was the held-out check of
+#: the fourth session of 2026-11-24 and joined the fit in the fifth; dev-f, p18-p21, is
+#: the held-out check from then on)
+FIT = ",".join(f"p{i:02d}" for i in range(1, 18))
 
 
 def pairs(project_ids: list[str], emb) -> tuple[np.ndarray, np.ndarray]:

@@ -1,14 +1,19 @@
 """Leave-one-project-out check of the revision model by what it is for: the ranking.
 
-    .venv/bin/python bench/lever_study/revision_rank_cv.py [--projects p01,...,p13] [--promote-at X] [--link-at X]
+    .venv/bin/python bench/lever_study/revision_rank_cv.py [--projects p01,...,p17] [--promote-at X] [--link-at X]
+        [--head-margin X]
 
 For each project: fit the pair model (``revision_fit.fit``) on the other projects' candidate
 pairs plus as many LoCoMo tune-conversation pairs (negatives, as ``revision_fit`` does), index
 the project, detect its links again with that model (``revisions.redetect``), and score every
 question (cur@1, cur_first, stale@1, past@5, static@5, as ``lethe bench updates`` does). Prints
 the means over all folds' questions. Reads only the fit projects (``revision_fit.FIT``), never
-the held-out dev-e. Session 4 of 2026-11-24: 0.716 / 0.953 / 0.028 / 0.912 / 0.960 (n = 211
-current questions), against 0.659 / 0.900 / 0.071 / 0.912 / 0.971 for the 12-feature design.
+the held-out set. Session 4 of 2026-11-24 (p01-p13): 0.716 / 0.953 / 0.028 / 0.912 / 0.960
+(n = 211 current questions), against 0.659 / 0.900 / 0.071 / 0.912 / 0.971 for the 12-feature
+design. Session 5 (p01-p17, n = 275 current): 13 features 0.713 / 0.942 / 0.033 / 0.913 /
+0.969; with ``title_change`` 0.720 / 0.949 / 0.033 / 0.918 / 0.967; and ``--head-margin``
+1.0 / 0.5 / 0.25: cur@1 0.731 / 0.742 / 0.738, cur_first 0.945 / 0.942 / 0.935, stale@1
+0.036 / 0.036 / 0.044 (inf: 0.720 / 0.949 / 0.033).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ def main() -> None:
     ap.add_argument("--projects", default=FIT)
     ap.add_argument("--promote-at", type=float, default=R.PROMOTE_AT)
     ap.add_argument("--link-at", type=float, default=R.LINK_AT)
+    ap.add_argument("--head-margin", type=float, default=R.PROMOTE_HEAD_MARGIN)
     ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
     a = ap.parse_args()
     from lethe_bench.runner import make_embedder
@@ -42,7 +48,7 @@ def main() -> None:
     ids = a.projects.split(",")
     per = {p: pairs([p], emb) for p in ids}
     C = conversation_pairs(Path(a.locomo), emb, sum(len(X) for X, _ in per.values()))
-    R.PROMOTE_AT, R.LINK_AT = a.promote_at, a.link_at
+    R.PROMOTE_AT, R.LINK_AT, R.PROMOTE_HEAD_MARGIN = a.promote_at, a.link_at, a.head_margin
     scores: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for p in U.load(REPO / "bench" / "data" / "updates", ids):
