@@ -1,8 +1,9 @@
 """Query analysis for the final score: what a question asks about time, and what an entry is.
 
-Four cues, each a 0/1 signal that ``pipeline.blend`` adds to the z-scored judge and
-first-stage scores (weights ``Settings.blend_time``, ``blend_date``, ``blend_question``,
-``blend_phrase``, chosen on the tune half of LoCoMo dev7: bench/results/default-search.md):
+Cues that ``pipeline.blend`` adds, weighted, to the z-scored judge and first-stage scores:
+0/1 signals (weights ``Settings.blend_time``, ``blend_date``, ``blend_question``,
+``blend_phrase``, chosen on the tune half of LoCoMo dev7: bench/results/default-search.md;
+``blend_ident`` for the identifiers a question names) and the title's share (``blend_title``):
 
 * **time**: the question asks *when* (``when``, ``how long``, ``what year/month/day/date/
   time``) and the entry states a time (``yesterday``, ``last week``, a weekday, a month,
@@ -27,6 +28,12 @@ first-stage scores (weights ``Settings.blend_time``, ``blend_date``, ``blend_que
   replaced them; otherwise history is ranked as is. Such a question is ranked as if no memory superseded
   another; any other question is about the present, and there a superseded memory
   ranks below the memories that replaced it (``revisions.py``, ``pipeline``).
+* **title**: the share of the question's content words (``words``) that the entry's heading
+  holds, its leading date and time left out (``title_words``): an agent's heading names the
+  subject of its note ("Scaling bounds", "Ranker REST port moved"), and the indexed text
+  leaves the heading out. Chosen by leave-one-project-out over the update sets p01-p17
+  (weight 0 / 0.5 / 1 / 2: cur@1 0.742 / 0.760 / 0.767 / 0.771, static@5 0.969 / 0.972 /
+  0.972 / 0.975, n = 275 / 359; bench/lever_study/README.md).
 * **question**: the entry is itself a question (``is_question``: its text ends with
   ``?`` and the question is most of it). Conversation turns that only ask hold no fact;
   a user turn that states a fact and then asks the assistant something (LongMemEval's
@@ -88,6 +95,7 @@ class QueryCues:
 
     when: bool = False                         # asks when something happens ("when is the conference")
     idents: frozenset = frozenset()            # identifiers the query names (``identifiers``)
+    words: frozenset = frozenset()             # its content words (``words``)
 
     @property
     def present(self) -> bool:
@@ -212,10 +220,33 @@ def id_parts(text: str) -> set[str]:
     return out
 
 
+# Function words that say nothing about a memory's subject. Negations are NOT here:
+# "uses X" and "no longer uses X" differ.
+FUNCTION_WORDS = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being am
+    do does did has have had having i me my we our you your he him his she her it its they them their
+    this that these those there here so than too very can could will would should may might must
+    just about into over after up down out off then once all any both each few more most other some
+    such only own same s also via per""".split()
+)
+#: a heading's leading date and time ("2026-03-02 09:14", "09:14")
+HEADING_STAMP = re.compile(r"^\s*(?:\d{4}-\d{2}-\d{2}[ T]?)?(?:\d{1,2}:\d{2}(?::\d{2})?)?\s*")
+
+
+def words(text: str) -> list[str]:
+    """Content words: the BM25 tokens of ``text`` (``tokens``), function words left out."""
+    return [w for w in tokens(text) if w not in FUNCTION_WORDS]
+
+
+def title_words(heading: str | None) -> set[str]:
+    """The content words of a heading without its leading date and time."""
+    return set(words(HEADING_STAMP.sub("", heading or "")))
+
+
 def analyze(query: str) -> QueryCues:
     return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query),
                      past=asks_past(query), earlier=asks_earlier(query), when=bool(_WHEN_EVENT.search(query)),
-                     idents=frozenset(identifiers(query)))
+                     idents=frozenset(identifiers(query)), words=frozenset(words(query)))
 
 
 def states_time(text: str) -> bool:
@@ -241,13 +272,15 @@ def is_question(text: str) -> bool:
     return 2 * len(_WORD.findall(body[last:].lower())) >= len(_WORD.findall(body.lower()))
 
 
-def signals(cues: QueryCues, text: str, created_at) -> dict[str, float]:
-    """The 0/1 cues of one entry for one query (see the module docstring)."""
+def signals(cues: QueryCues, text: str, created_at, heading: str | None = None) -> dict[str, float]:
+    """The cues of one entry for one query (see the module docstring): 0/1, and the title's
+    share from 0 to 1."""
     phrase = 0.0
     if cues.phrases:
         toks = tokens(text)
         phrase = float(any(holds(toks, p) for p in cues.phrases))
     return {
+        "title": len(cues.words & title_words(heading)) / len(cues.words) if cues.words and heading else 0.0,
         "time": float(cues.temporal and states_time(text)),
         "date": float(cues.period is not None and cues.period.contains(created_at)),
         "question": float(is_question(text)),

@@ -319,7 +319,8 @@ def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
     """The final score of a judged search (late interaction or the cross-encoder), per pool position: the judge's score
     and the first stage's signals, each z-scored over the judged pool, weighted
     (``Settings.blend_*``), plus the query-analysis cues (``lethe_sql.cues``: 0/1
-    signals weighted by ``blend_time``, ``blend_date``, ``blend_question``, ``blend_phrase``; ``cues`` None
+    signals weighted by ``blend_time``, ``blend_date``, ``blend_question``, ``blend_phrase``,
+    ``blend_ident``, ``blend_title``; ``cues`` None
     leaves them out), over the sum of the z-scored terms' weights. The same z-scoring as
     ``lethe_fused``; weights chosen on the LoCoMo tune half."""
     w = {"judge_raw": s.blend_judge, "bm25_score": s.blend_bm25, "ctx_score": s.blend_ctx,
@@ -340,10 +341,10 @@ def blend(pool: list[Candidate], s: Settings, cues=None) -> list[float]:
             out += wt * _zscore(x, eps=1e-12)
     if cues is not None:
         cw = {"time": s.blend_time, "date": s.blend_date, "question": s.blend_question, "phrase": s.blend_phrase,
-              "ident": s.blend_ident}
+              "ident": s.blend_ident, "title": s.blend_title}
         if any(cw.values()):
             for i, c in enumerate(pool):
-                sig = signals(cues, c.text, c.created_at)
+                sig = signals(cues, c.text, c.created_at, c.heading)
                 out[i] += sum(cw[k] * v for k, v in sig.items())
     return [float(v) / total for v in out]
 

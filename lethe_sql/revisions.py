@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .cues import id_parts as _id_parts, identifiers as _identifiers, is_question
+from .cues import HEADING_STAMP as _TIMESTAMP, id_parts as _id_parts, identifiers as _identifiers, is_question, words
 
 #: each memory is scored against this many of its nearest older memories (cosine)
 NEIGHBOURS = 10
@@ -56,17 +56,7 @@ PROMOTE_HEAD_MARGIN = 0.5
 
 _WORD = re.compile(r"\w+")
 _HEX = re.compile(r"^[0-9a-f]{4,16}$")
-_TIMESTAMP = re.compile(r"^\s*(?:\d{4}-\d{2}-\d{2}[ T]?)?(?:\d{1,2}:\d{2}(?::\d{2})?)?\s*")
 
-# Function words that say nothing about a memory's subject. Negations are NOT here:
-# "uses X" and "no longer uses X" differ.
-_FUNCTION = frozenset(
-    """a an the and or but if of to in on at by for with from as is are was were be been being am
-    do does did has have had having i me my we our you your he him his she her it its they them their
-    this that these those there here so than too very can could will would should may might must
-    just about into over after up down out off then once all any both each few more most other some
-    such only own same s also via per""".split()
-)
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "nor", "without", "cannot", "t", "neither"})
 # Words that announce a change of state in the newer memory.
 _CHANGE = re.compile(
@@ -79,13 +69,6 @@ _CHANGE = re.compile(
     re.I,
 )
 _DATE_REF = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b|\b(\d{2})-(\d{2})\b")
-
-
-def words(text: str) -> list[str]:
-    """Content words: the BM25 tokens of ``text`` (``cues.tokens``), function words left out."""
-    from .cues import tokens
-
-    return [w for w in tokens(text) if w not in _FUNCTION]
 
 
 @dataclass(frozen=True)

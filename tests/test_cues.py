@@ -54,9 +54,37 @@ def test_entry_cues():
                            "my interest. Can you tell me more?")
     cues = analyze("When did we ship in June?")
     assert signals(cues, "shipped it yesterday", datetime(2023, 6, 3)) == {"time": 1.0, "date": 1.0, "question": 0.0,
-                                                                         "phrase": 0.0, "ident": 0.0}
+                                                                         "phrase": 0.0, "ident": 0.0, "title": 0.0}
     assert signals(cues, "did we ship?", None) == {"time": 0.0, "date": 0.0, "question": 1.0, "phrase": 0.0,
-                                                   "ident": 0.0}
+                                                   "ident": 0.0, "title": 0.0}
+
+
+def test_the_title_cue_is_the_share_of_the_question_words_the_heading_holds():
+    cues = analyze("Which port does the ranker's REST API listen on?")
+    assert cues.words == {"which", "port", "ranker", "rest", "api", "listen"}
+    title = lambda heading: signals(cues, "text", None, heading)["title"]
+    assert title("14:05 Ranker REST port moved") == pytest.approx(3 / 6)
+    assert title("2026-03-04 09:00 ranker-serve 0.14") == pytest.approx(1 / 6)   # its date and time say nothing
+    assert title("09:00") == 0.0 and title(None) == 0.0
+    assert signals(analyze("the and of"), "text", None, "the and of")["title"] == 0.0   # no content word asked
+
+
+def test_the_heading_that_names_the_subject_outranks_a_neighbouring_note(project):
+    """Two notes the body alone cannot tell apart for the question; the heading can."""
+    from conftest import write
+
+    others = ["Deploys go out from the main branch after review.", "The nightly backup lands in the archive bucket.",
+              "Lint runs ruff and mypy before the tests.", "The API listens on port 8000 behind nginx.",
+              "Grafana alerts page the on-call engineer.", "Release notes live in CHANGELOG.md."]
+    write(project.memory_dir / "2026-03-01.md",
+          "## 09:00 Dashboard cache\nEntries expire after ten minutes and the warm-up runs at boot.\n"
+          "## 09:30 Session store\nEntries expire after ten minutes and the sweeper runs hourly.\n"
+          + "".join(f"## 1{k}:00 note {k}\n{t}\n" for k, t in enumerate(others)))
+    project.index()
+    top = project.search("how long do dashboard cache entries live", learn=False, top_k=2)
+    assert [h.heading for h in top] == ["09:00 Dashboard cache", "09:30 Session store"]
+    top = project.search("how long do session store entries live", learn=False, top_k=2)
+    assert [h.heading for h in top] == ["09:30 Session store", "09:00 Dashboard cache"]
 
 
 def test_identifiers_and_the_identifier_cue():
