@@ -147,6 +147,8 @@ def _parse_time(t: str | None) -> time:
 
 
 def _heading_time(heading: str | None, fdate: date | None) -> datetime | None:
+    """The date and time ``heading`` gives (a timestamp, or a time on the file's date
+    ``fdate``); None when it gives none."""
     if heading:
         m = _HEAD_TS.search(heading)
         if m:
@@ -158,12 +160,7 @@ def _heading_time(heading: str | None, fdate: date | None) -> datetime | None:
         m = _HEAD_TIME.match(heading)
         if m and fdate:
             return datetime.combine(fdate, _parse_time(m["t"]))
-    return datetime.combine(fdate, time(0, 0)) if fdate else None
-
-
-def _states_time(heading: str | None) -> bool:
-    """Whether ``heading`` gives its own date or time (``_heading_time`` reads one)."""
-    return bool(heading) and bool(_HEAD_TS.search(heading) or _HEAD_TIME.match(heading))
+    return None
 
 
 def _index_text(lines: list[str]) -> str:
@@ -262,7 +259,7 @@ _REMEMBER_CHARS = 8192
 
 def _parts(heading: str | None, block: str, fdate):
     """What one section's lines hold, secrets redacted: (heading, content, indexed text,
-    id, time, secrets redacted, marks), or None for a section with nothing to index.
+    id, the time its heading gives or None, secrets redacted, marks), or None for a section with nothing to index.
     A pure function of its arguments, remembered: a file that grows by one section is
     parsed again whole (by ``lethe add``'s retry check and by the index), and the
     redaction's regexes over its unchanged sections were most of an add's time (about
@@ -325,11 +322,9 @@ def sections(markdown: str, filename: str = "") -> list[Section]:
         parts = _section_parts(heading, "\n".join(lines), fdate)
         if parts is None:
             continue
-        heading, content, body, cid, created_at, redacted, marks = parts
-        if _states_time(heading):
-            above = created_at
-        elif above is not None:
-            created_at = above
+        heading, content, body, cid, stated, redacted, marks = parts
+        above = stated or above
+        created_at = above or (datetime.combine(fdate, time(0, 0)) if fdate else None)
         chunk = Chunk(
             position=position,
             heading=heading,

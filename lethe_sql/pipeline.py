@@ -191,9 +191,9 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
             text = {c.id: c.text for c in ordered}
             out: dict[str, set] = {}
             pairs = [(old, new) for old, s in stale.items() for new in s.ids]
+            heads = {new for _, new in pairs}  # the pool's superseding memories
             top = ordered[:revisions.PROMOTE_TOP]
             score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
-            heads = {new for s in stale.values() for new in s.ids}  # the pool's superseding memories
             pairs += [(old, new) for old, new in promotions(con, [c.id for c in top])
                       if old not in heads or score[new] >= score[old] - revisions.PROMOTE_HEAD_MARGIN]
             for old, new in pairs:

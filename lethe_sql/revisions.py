@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .cues import HEADING_STAMP as _TIMESTAMP, id_parts as _id_parts, identifiers as _identifiers, is_question, words
+from .cues import HEADING_STAMP as _TIMESTAMP, id_parts as _id_parts, identifiers as _identifiers, is_question, title_words, words
 
 #: each memory is scored against this many of its nearest older memories (cosine)
 NEIGHBOURS = 10
@@ -120,9 +120,8 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
     w_s = sum(idf(t) for t in shared)
     rarest = max((idf(t) for t in shared), default=0.0)
     gap_days = max((new.at - old.at).days, 0) if old.at and new.at else 0
-    title = _TIMESTAMP.sub("", new.heading or "")
-    ha = set(words(_TIMESTAMP.sub("", old.heading or "")))
-    hb = set(words(title))
+    title_change = bool(_CHANGE.search(_TIMESTAMP.sub("", new.heading or "")))
+    ha, hb = title_words(old.heading), title_words(new.heading)
     heading = 0.0
     if ha and hb:
         heading = sum(idf(t) for t in ha & hb) / max(min(sum(idf(t) for t in ha), sum(idf(t) for t in hb)), 1e-9)
@@ -132,7 +131,7 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         w_s / w_a,
         w_s / w_b,
         rarest / 10.0,
-        1.0 if _CHANGE.search(new.text or "") or _CHANGE.search(title) else 0.0,
+        1.0 if title_change or _CHANGE.search(new.text or "") else 0.0,
         1.0 if old.at and _refers_to_date(new.text or "", old.at) else 0.0,
         math.log1p(gap_days) / 5.0,
         len(shared) / max(len(a | b), 1),
@@ -140,7 +139,7 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         min(sum(1 for t in _identifiers(old.text) & _identifiers(new.text)), 3) / 3.0,
         1.0 if min(len(a), len(b)) < 5 else 0.0,
         1.0 if value_changed(old.text, new.text) else 0.0,
-        1.0 if _CHANGE.search(title) else 0.0,
+        1.0 if title_change else 0.0,
     ]
 
 
@@ -614,7 +613,7 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
             [ids_literal(involved)],
         ).fetchall()
     }
-    terms = sorted({t for m in meta.values() for t in words(m.text) + words(_TIMESTAMP.sub("", m.heading or ""))})
+    terms = sorted({t for m in meta.values() for t in (*words(m.text), *title_words(m.heading))})
     df = dict(con.execute(
         "SELECT term, df FROM fts_main_entries.dict WHERE term IN (SELECT unnest(CAST(? AS VARCHAR[])))", [terms]
     ).fetchall()) if terms else {}
