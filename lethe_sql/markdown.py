@@ -259,7 +259,8 @@ _REMEMBER_CHARS = 8192
 
 def _parts(heading: str | None, block: str, fdate):
     """What one section's lines hold, secrets redacted: (heading, content, indexed text,
-    id, the time its heading gives or None, secrets redacted, marks), or None for a section with nothing to index.
+    id, the time its heading gives or None, secrets redacted, marks), or None for a
+    section with nothing to index.
     A pure function of its arguments, remembered: a file that grows by one section is
     parsed again whole (by ``lethe add``'s retry check and by the index), and the
     redaction's regexes over its unchanged sections were most of an add's time (about
