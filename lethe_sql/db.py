@@ -208,6 +208,9 @@ def fts_schema_exists(con, catalog: str | None = None) -> bool:
 def rebuild_fts(con) -> None:
     """Full rebuild of the FTS tables from ``entries.text`` (PRAGMA create_fts_index)."""
     con.execute(f"PRAGMA create_fts_index('entries', 'id', 'text', {FTS_OPTIONS})")
+    from .mirror import bump
+
+    bump(con)  # the in-process first stage's copy is out of date (lethe_sql.mirror)
 
 
 _FTS_FALLBACK_DDL = f"""

@@ -15,6 +15,7 @@ inside the caller's transaction.
 from __future__ import annotations
 
 from .db import FTS_SCHEMA
+from .mirror import bump
 
 S = FTS_SCHEMA
 CTX = "lethe_ctx"  # the context field's index (migrations/004_context.sql)
@@ -81,6 +82,7 @@ def _with_ids(con, ids, statements, schema: str = S) -> None:
         for stmt in statements:
             con.execute(stmt)
         con.execute(_stats(schema))
+        bump(con)  # the in-process first stage's copy is out of date (lethe_sql.mirror)
     con.execute("DROP TABLE _fts_ids")
 
 
@@ -204,6 +206,7 @@ def context_rebuild(con) -> None:
     con.execute("DELETE FROM entry_context")
     for t in ("docs", "terms", "dict"):
         con.execute(f"DELETE FROM {CTX}.{t}")
+    bump(con)
     ids = [r[0] for r in con.execute("SELECT id FROM entries").fetchall()]
     if ids:
         context_refresh(con, ids)

@@ -118,11 +118,17 @@ def token_idf(n: int, df: dict, tokens) -> np.ndarray:
 
 def best_span_scores(keys: np.ndarray, tbl, qtoks: np.ndarray, w: np.ndarray) -> dict[int, float]:
     """The late-interaction score per key (integer ``keys``, one per token row of ``tbl``,
-    an Arrow table with ``v``, ``scale`` and ``pos``): each span's IDF-weighted MaxSim
-    (weights ``w`` per query token in ``qtoks``), and the best span's for the key. The
-    formula of ``lethe_maxsim``; the single-project and cross-project judges both use it."""
-    span = tbl.column("pos").to_numpy().astype(np.int64) // SPAN
-    uniq, best = max_per_key(keys.astype(np.int64) * MAX_SPANS + span, token_rows(tbl), qtoks)
+    an Arrow table with ``v``, ``scale`` and ``pos``): ``span_scores`` of its rows."""
+    return span_scores(keys, tbl.column("pos").to_numpy(), token_rows(tbl), qtoks, w)
+
+
+def span_scores(keys: np.ndarray, pos: np.ndarray, rows: np.ndarray, qtoks: np.ndarray, w: np.ndarray) -> dict[int, float]:
+    """The late-interaction score per key (integer ``keys``, one per token row; ``pos`` the
+    rows' token positions, ``rows`` their dequantized vectors): each span's IDF-weighted
+    MaxSim (weights ``w`` per query token in ``qtoks``), and the best span's for the key.
+    The formula of ``lethe_maxsim``; the single-project and cross-project judges both use it."""
+    span = np.asarray(pos).astype(np.int64) // SPAN
+    uniq, best = max_per_key(keys.astype(np.int64) * MAX_SPANS + span, rows, qtoks)
     out: dict[int, float] = {}
     for k, sc in zip(uniq // MAX_SPANS, best @ w / w.sum()):
         k = int(k)
@@ -147,8 +153,15 @@ class LateInteractionJudge:
         return con.execute("SELECT count(*) > 0 FROM token_vectors LIMIT 1").fetchone()[0]
 
     def weights(self, con, enc: QueryEncoding) -> np.ndarray:
+        from .mirror import current
+
+        return self._weights(con, enc, current(con))
+
+    def _weights(self, con, enc: QueryEncoding, m) -> np.ndarray:
         if not self.idf or len(enc.tok_ids) == 0:
             return np.ones(len(enc.tok_ids), dtype=np.float64)
+        if m is not None:  # the in-process copy of this data version (lethe_sql.mirror)
+            return token_idf(max(len(m.ids), 1), m.token_df(con), enc.tok_ids)
         n = con.execute("SELECT greatest(count(*), 1) FROM entries").fetchone()[0]
         toks = sorted({int(t) for t in enc.tok_ids})
         df = dict(
@@ -164,6 +177,14 @@ class LateInteractionJudge:
         # semi-join and costs ~2.5x as much here (35 vs 14 ms for 30 ids at 10k entries).
         if not ids or len(enc.tok_ids) == 0:
             return {i: 0.0 for i in ids}
+        from .mirror import current
+
+        m = current(con)
+        if m is not None:  # token vectors kept in process (an id's vectors never change)
+            keys, pos, rows = m.token_rows(con, ids)
+            w = self._weights(con, enc, m)
+            found = span_scores(keys, pos, rows, enc.tok_vecs, w) if len(keys) else {}
+            return {i: found.get(k, 0.0) for k, i in enumerate(ids)}
         # No ORDER BY: sorting the rows with their 384-byte vectors cost 6 ms of 7 for a
         # 100-entry pool; max_per_key groups them in numpy instead. to_arrow_table, not
         # arrow(): reading its RecordBatchReader cost ~1.5 ms more for ~4,000 rows.
@@ -171,7 +192,7 @@ class LateInteractionJudge:
             "SELECT id, v, scale, pos FROM token_vectors WHERE list_contains(CAST(? AS VARCHAR[]), id)",
             [ids_literal(ids)],
         ).to_arrow_table()
-        w = self.weights(con, enc)
+        w = self._weights(con, enc, None)
         out = {i: float("-inf") for i in ids}
         if tbl.num_rows == 0:
             return {i: 0.0 for i in ids}

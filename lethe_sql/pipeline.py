@@ -28,6 +28,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from . import mirror
 from .cues import analyze
 from .judges import QueryEncoding
 from .learn import cue_of, current_step, maybe_refit, update
@@ -113,7 +114,11 @@ def candidate_shape(k: int, depth: int, s: Settings) -> dict:
 def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int, s: Settings) -> list[Candidate]:
     """The first stage: ``CANDIDATES_SQL``, run as a prepared statement (the same rows;
     tests/test_prepared.py)."""
-    stmt = statement(CANDIDATES_SQL, CANDIDATE_ARGS, **candidate_shape(k, depth, s))
+    shape = candidate_shape(k, depth, s)
+    rows = mirror.candidates(con, enc.text, enc.vec, k=k, depth=depth, cue=cue, step=step, shape=shape)
+    if rows is not None:  # the same rows from the in-process copy (lethe_sql.mirror)
+        return [Candidate.from_row(r) for r in rows]
+    stmt = statement(CANDIDATES_SQL, CANDIDATE_ARGS, **shape)
     cur = stmt.execute(con, q=enc.text, qvec=enc.vec, cue=int(cue), step=int(step))
     names = [d[0] for d in cur.description]
     return [Candidate.from_row(dict(zip(names, row))) for row in cur.fetchall()]

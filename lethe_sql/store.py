@@ -456,6 +456,7 @@ class MemoryStore:
         """Re-embed every entry and rebuild the FTS tables; learned state is kept."""
         from .db import load_fts, rebuild_fts
         from .fts import fts_add_all
+        from .mirror import bump
 
         con = self.con
         rows = con.execute("SELECT id, text FROM entries ORDER BY id").fetchall()
@@ -495,6 +496,7 @@ class MemoryStore:
         else:
             for t in ("docs", "terms", "dict"):
                 con.execute(f"DELETE FROM fts_main_entries.{t}")
+            bump(con)
             fts_add_all(con)
 
     def add(self, text: str, *, heading: str | None = None, when: datetime | None = None,

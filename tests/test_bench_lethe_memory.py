@@ -28,7 +28,8 @@ def test_missing_package_is_one_line_and_exit_2(no_lethe_memory, tmp_path):
 
     assert LM.missing() == LM.INSTALL_HINT
     assert LM.INSTALL_HINT == ("lethe bench lethe-memory needs: pip install --no-deps lethe-memory==0.6.0 "
-                               "faiss-cpu rank-bm25")
+                               "faiss-cpu rank-bm25 (its own `lethe` command replaces ours: then pip install "
+                               "--no-deps -e . again)")
     data = tmp_path / "locomo.json"
     data.write_text("[]")
     r = CliRunner().invoke(app, ["bench", "lethe-memory", str(data), "--out", str(tmp_path / "out")])

@@ -22,6 +22,14 @@ def store(conversation):
     return conversation
 
 
+@pytest.fixture(autouse=True)
+def statement_only(monkeypatch):
+    """These tests are about the statement: the in-process copy (tests/test_mirror.py) is off."""
+    from lethe_sql import mirror
+
+    monkeypatch.setattr(mirror, "ENABLED", False)
+
+
 def _prepared(con) -> list[tuple]:
     return con.execute(
         "SELECT name, result_types IS NOT NULL FROM duckdb_prepared_statements() WHERE name LIKE 'lethe_%'"

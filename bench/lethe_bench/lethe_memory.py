@@ -35,6 +35,9 @@ What runs:
     from every search, writing to the index);
   - ``default-nolearn``: the same with ``learn=False`` (the bench's ``default`` config), on a
     copy of the store that never learns;
+  - ``default-nolearn-sql``: ``default-nolearn`` with the first stage always run as its
+    SQL statement (``lethe_sql.mirror`` off: the in-process copy is what the other
+    ``default`` configs use from the third search on), on the same copy;
   - ``hybrid``: ``store.search(q, top_k=10, mode="hybrid")`` (same never-learning copy);
   - ``lm``: lethe-memory ``retrieve(q, k=10)`` with ``cross_encoder=None`` and its default
     ``RIFConfig`` (as shipped: it updates its suppression state after every retrieve);
@@ -62,24 +65,38 @@ import numpy as np
 
 from .runner import entry_relevance
 
-INSTALL_HINT = "lethe bench lethe-memory needs: pip install --no-deps lethe-memory==0.6.0 faiss-cpu rank-bm25"
+INSTALL_HINT = ("lethe bench lethe-memory needs: pip install --no-deps lethe-memory==0.6.0 faiss-cpu rank-bm25 "
+                "(its own `lethe` command replaces ours: then pip install --no-deps -e . again)")
 LM_VERSION = "0.6.0"
 DEFAULT_CONVERSATIONS = 4
 WARMUP = 5
 TOP_K = 10
-OURS = ("default", "default-nolearn", "hybrid")
+OURS = ("default", "default-nolearn", "default-nolearn-sql", "hybrid")
 THEIRS = ("lm", "lm-norif")
 CONFIG_TEXT = {
     "default": "lethe-sql store.search(q, top_k=10): the default pipeline as shipped (learns from every search)",
     "default-nolearn": "lethe-sql store.search(q, top_k=10, learn=False) on a store that never learns",
+    "default-nolearn-sql": "default-nolearn with lethe_sql.mirror off: the first stage and the judge's reads "
+                           "run as SQL on every search (as before the in-process copy)",
     "hybrid": "lethe-sql store.search(q, top_k=10, mode='hybrid') (BM25 + dense, RRF)",
     "lm": "lethe-memory retrieve(q, k=10), cross_encoder=None, default RIFConfig (as shipped: RIF updates "
           "after every retrieve)",
     "lm-norif": "lethe-memory retrieve(q, k=10), cross_encoder=None, RIFConfig(alpha=0): suppression never "
                 "applied to the ranking",
 }
-PAIRS = (("default", "lm"), ("default-nolearn", "lm-norif"), ("default-nolearn", "lm"), ("hybrid", "lm"),
-         ("hybrid", "lm-norif"))
+PAIRS = (("default", "lm"), ("default-nolearn", "lm-norif"), ("default-nolearn", "lm"), ("default-nolearn-sql", "lm"),
+         ("hybrid", "lm"), ("hybrid", "lm-norif"))
+
+
+def _sql_only(call):
+    """``call()`` with the in-process first stage off (``lethe_sql.mirror.ENABLED``)."""
+    from lethe_sql import mirror
+
+    mirror.ENABLED = False
+    try:
+        return call()
+    finally:
+        mirror.ENABLED = True
 
 
 def missing() -> str | None:
@@ -389,6 +406,8 @@ def run(path: Path, *, conversations=None, n_queries: int | None = None, seed: i
         calls = {
             "default": lambda q: [h.id for h in ours_learn.search(q, top_k=TOP_K, judge=judge_arg)],
             "default-nolearn": lambda q: [h.id for h in ours.search(q, top_k=TOP_K, judge=judge_arg, learn=False)],
+            "default-nolearn-sql": lambda q: _sql_only(
+                lambda: [h.id for h in ours.search(q, top_k=TOP_K, judge=judge_arg, learn=False)]),
             "hybrid": lambda q: [h.id for h in ours.search(q, top_k=TOP_K, mode="hybrid")],
             "lm": lambda q: [r[0] for r in lm.retrieve(q, k=TOP_K)],
             "lm-norif": lambda q: [r[0] for r in lm_norif.retrieve(q, k=TOP_K)],
