@@ -33,6 +33,9 @@ What runs:
 
   - ``default``: ``store.search(q, top_k=10)``, as shipped (the judged pipeline; it learns
     from every search, writing to the index);
+  - ``default-reader``: ``store.search(q, top_k=10)`` on a read-only copy, as ``lethe
+    search`` and the hooks run it through ``lethe serve``'s kept reader: what it learns goes to the index's
+    pending file for the next writer (``learn.record_pending``; none comes during the run);
   - ``default-nolearn``: the same with ``learn=False`` (the bench's ``default`` config), on a
     copy of the store that never learns;
   - ``default-nolearn-sql``: ``default-nolearn`` with the first stage always run as its
@@ -71,11 +74,14 @@ LM_VERSION = "0.6.0"
 DEFAULT_CONVERSATIONS = 4
 WARMUP = 5
 TOP_K = 10
-OURS = ("default", "default-nolearn", "default-nolearn-sql", "hybrid")
+OURS = ("default", "default-reader", "default-nolearn", "default-nolearn-sql", "hybrid")
 THEIRS = ("lm", "lm-norif")
 CONFIG_TEXT = {
     "default": "lethe-sql store.search(q, top_k=10): the default pipeline as shipped (learns from every search)",
     "default-nolearn": "lethe-sql store.search(q, top_k=10, learn=False) on a store that never learns",
+    "default-reader": "lethe-sql store.search(q, top_k=10) on a read-only store, as `lethe search` and the hooks "
+                      "run it through lethe serve's kept reader: what it learns is appended to the index's pending file for the next "
+                      "writer (none during the run)",
     "default-nolearn-sql": "default-nolearn with lethe_sql.mirror off: the first stage and the judge's reads "
                            "run as SQL on every search (as before the in-process copy)",
     "hybrid": "lethe-sql store.search(q, top_k=10, mode='hybrid') (BM25 + dense, RRF)",
@@ -84,7 +90,8 @@ CONFIG_TEXT = {
     "lm-norif": "lethe-memory retrieve(q, k=10), cross_encoder=None, RIFConfig(alpha=0): suppression never "
                 "applied to the ranking",
 }
-PAIRS = (("default", "lm"), ("default-nolearn", "lm-norif"), ("default-nolearn", "lm"), ("default-nolearn-sql", "lm"),
+PAIRS = (("default", "lm"), ("default-reader", "lm"), ("default-nolearn", "lm-norif"), ("default-nolearn", "lm"),
+         ("default-nolearn-sql", "lm"),
          ("hybrid", "lm"), ("hybrid", "lm-norif"))
 
 
@@ -370,13 +377,15 @@ def run(path: Path, *, conversations=None, n_queries: int | None = None, seed: i
         tmp = Path(tmp)
         # ours: one store built through put_documents; a copy for the learning config
         root = tmp / "ours"
-        for sub in ("ours-static", "ours-learn"):  # one folder each: a learning search locks its index folder
+        for sub in ("ours-static", "ours-learn", "ours-reader"):  # one folder each: a learning search locks its index folder
             (tmp / sub).mkdir()
         ours = MemoryStore(root, db_path=tmp / "ours-static" / "index.duckdb", embedder=emb)
         built = build_store(ours, corpus, "bench/locomo/lethe-memory")
         log(f"lethe-sql: {built.n_items} items as {len(built.entry_items)} entries in {built.seconds:.1f} s")
         ours, ours_learn = _copy_store(ours, lambda p: MemoryStore(root, db_path=p, embedder=emb),
                                        tmp / "ours-learn" / "index.duckdb")
+        shutil.copyfile(ours_learn.db_path, tmp / "ours-reader" / "index.duckdb")
+        ours_reader = MemoryStore(root, db_path=tmp / "ours-reader" / "index.duckdb", embedder=emb, read_only=True)
         judge = type(ours.judge()).__name__ if ours.judge() is not None else None
         judge_arg = None
         if judge == "CrossEncoderJudge":  # no reranker on either side
@@ -406,6 +415,7 @@ def run(path: Path, *, conversations=None, n_queries: int | None = None, seed: i
         calls = {
             "default": lambda q: [h.id for h in ours_learn.search(q, top_k=TOP_K, judge=judge_arg)],
             "default-nolearn": lambda q: [h.id for h in ours.search(q, top_k=TOP_K, judge=judge_arg, learn=False)],
+            "default-reader": lambda q: [h.id for h in ours_reader.search(q, top_k=TOP_K, judge=judge_arg)],
             "default-nolearn-sql": lambda q: _sql_only(
                 lambda: [h.id for h in ours.search(q, top_k=TOP_K, judge=judge_arg, learn=False)]),
             "hybrid": lambda q: [h.id for h in ours.search(q, top_k=TOP_K, mode="hybrid")],
@@ -458,6 +468,7 @@ def run(path: Path, *, conversations=None, n_queries: int | None = None, seed: i
         n_ours_entries = len(built.entry_items)
         ours.close()
         ours_learn.close()
+        ours_reader.close()
         lm.db.close()
         lm_norif.db.close()
 
