@@ -151,3 +151,17 @@ def test_the_judge_reads_kept_token_vectors_with_the_macros_scores(mixed):
         assert got[i] == pytest.approx(want[i], abs=1e-5)
     best = max(got, key=got.get)
     assert "webhooks" in con.execute("SELECT text FROM entries WHERE id = ?", [best]).fetchone()[0].lower()
+
+
+def test_an_empty_store_and_one_emptied_by_forget_search_through_the_copy(project):
+    for _ in range(3):
+        assert project.search("anything at all", top_k=5) == []
+    assert _built(project.con)
+    added = project.add("The staging Postgres listens on port 5433.")
+    for _ in range(3):
+        assert [h.id for h in project.search("which port does staging postgres use", top_k=5)] == [added]
+    assert _built(project.con)
+    project.forget([added])
+    for _ in range(3):
+        assert project.search("which port does staging postgres use", top_k=5) == []
+    assert _built(project.con)
