@@ -183,8 +183,7 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     present, each superseded candidate is replaced by what supersedes it, and by newer
     memories among the top ``PROMOTE_TOP`` that detection scored at ``PROMOTE_AT`` against
     it (``revisions.promotions``; over a memory that itself supersedes another, only one
-    the question finds about as relevant: ``PROMOTE_HEAD_MARGIN``), and the older of two
-    memories that supersede one memory together by the newer (``revisions.forks``); asking outright for
+    the question finds about as relevant: ``PROMOTE_HEAD_MARGIN``); asking outright for
     an earlier version, each superseding candidate gives way to the versions it
     superseded; otherwise None (history as is).
     A pair is left alone when the question names the older memory apart from the newer
@@ -202,7 +201,6 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
             score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
             pairs += [(old, new) for old, new in promotions(con, [c.id for c in top])
                       if old not in heads or score[new] >= score[old] - revisions.PROMOTE_HEAD_MARGIN]
-            pairs += revisions.forks(con, stale, text)  # two versions of one superseded memory
             for old, new in pairs:
                 if old in text and new in text and revisions.named_apart(query, text[old], text[new]):
                     continue

@@ -53,15 +53,6 @@ PROMOTE_TOP = 10
 #: judged pool); chosen by leave-one-project-out over p01-p17 (cur@1 0.720 -> 0.742,
 #: n = 275; bench/lever_study/README.md)
 PROMOTE_HEAD_MARGIN = 0.5
-#: two memories that both supersede one older memory are versions of its subject in time
-#: order: for a question about the present the older of the two ranks below the newer,
-#: when their own pair scored at least this (a memory that holds several facts is
-#: superseded by a note on each of them, and such notes score lower with each other).
-#: A middle version a link skipped ("temporary quota bump", then "quota after the sweep")
-#: no longer outranks the newest. Chosen by leave-one-project-out over p01-p21 (0 / 0.005 /
-#: 0.02 / 0.05 / 0.1: cur@1 0.755 / 0.767 / 0.782 / 0.773 / 0.770, cur_first 0.959 but 0.950
-#: at 0.1; without the rule 0.767 / 0.944; n = 339; bench/lever_study/README.md)
-FORK_AT = 0.02
 
 _WORD = re.compile(r"\w+")
 _HEX = re.compile(r"^[0-9a-f]{4,16}$")
@@ -184,8 +175,8 @@ def named_apart(query, old_text: str, new_text: str) -> bool:
     in the older text and not in the newer one ("fact number 5123", "is it still on
     pg-stg-1?"). An identifier without one names a thing, not a value ("Next.js",
     "Pub/Sub"): the newer note on it may just spell it another way. ``query`` may be the
-    query's identifiers already. Leave-one-project-out over p01-p21: cur_first 0.938 ->
-    0.944, stale@1 0.035 -> 0.029 (n = 339) against every identifier."""
+    query's identifiers already. Leave-one-project-out over p01-p21: cur@1 0.764 -> 0.767,
+    cur_first 0.938 -> 0.944, stale@1 0.035 -> 0.029 (n = 339) against every identifier."""
     q = query if isinstance(query, (set, frozenset)) else _identifiers(query)
     q = [x for x in q if any(c.isdigit() for c in x)]
     if not q:
@@ -717,28 +708,6 @@ def redetect(con, warnings: list[str]) -> int:
     graph = Graph(con.execute("SELECT old_id, new_id FROM revisions").fetchall())
     vetoes = {frozenset((a, b)) for a, b, _ in _marker_links(con, "distinct", set(), warnings)}
     return _detect(con, ids, mat, graph, vetoes) if ids else 0
-
-
-def forks(con, stale: dict, ids) -> set[tuple[str, str]]:
-    """(older, newer) pairs among ``ids`` of memories that both supersede one memory
-    (``stale``: what supersedes each, ``superseders``) and whose own pair scored at least
-    ``FORK_AT``: the older is a version the newer replaced (``FORK_AT``)."""
-    have = set(ids)
-    both: set[tuple[str, str]] = set()
-    for s in stale.values():
-        news = sorted((d, i) for i, d in s.by if i in have and d is not None)
-        both.update((b, c) for k, (db, b) in enumerate(news) for dc, c in news[k + 1:] if db < dc)
-    if not both:
-        return set()
-    from .judges import ids_literal
-
-    lit = ids_literal(sorted({x for pair in both for x in pair}))
-    return both & {(o, n) for o, n in con.execute(
-        """SELECT old_id, new_id FROM revision_candidates
-           WHERE list_contains(CAST($1 AS VARCHAR[]), old_id) AND list_contains(CAST($1 AS VARCHAR[]), new_id)
-             AND score >= $2""",
-        [lit, FORK_AT],
-    ).fetchall()}
 
 
 def promotions(con, ids: Sequence[str]) -> set[tuple[str, str]]:

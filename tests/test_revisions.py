@@ -429,31 +429,3 @@ def test_a_question_naming_a_thing_is_not_a_question_naming_the_old_value():
     assert named_apart("Is the storefront still on 14?", old, new)
     assert named_apart("is the worker pool still on pg-stg-1?", "Worker pool is pg-stg-1.", "Worker pool moved to pg-stg-2.")
     assert named_apart("where is fact number 5123", "fact number 5123 about service s3", "fact number 5124 about service s3")
-
-
-def test_the_older_of_two_memories_that_supersede_one_memory_ranks_below_the_newer(project):
-    """A middle version a link skipped: the quota, a temporary bump, then the quota after the
-    sweep. Both later notes supersede the first; for a question about the present the
-    newest ranks first when the two later notes scored as a pair (revisions.FORK_AT)."""
-    from lethe_sql import revisions
-
-    base = "Slurm GPU quota for the ml account: 8 A100s at once."
-    bump = "Temporary GPU quota bump: 32 A100s at once for the ml account during the sweep."
-    after = "GPU quota after the sweep ended: 12 A100s at once for the ml account."
-    write(project.memory_dir / "2026-03-01.md", f"## 09:00 GPU quota\n{base}\n")
-    write(project.memory_dir / "2026-03-10.md",
-          f"## 09:00 temporary quota bump\n{bump}\n<!-- lethe supersedes={id_of(base)[:8]} -->\n")
-    write(project.memory_dir / "2026-03-20.md",
-          f"## 09:00 quota after sweep\n{after}\n<!-- lethe supersedes={id_of(base)[:8]} -->\n")
-    project.index()
-    con = project.con
-    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
-    con.execute("DELETE FROM revision_candidates")
-    assert sorted(links(project)) == sorted([(id_of(base), id_of(bump), "declared"), (id_of(base), id_of(after), "declared")])
-    q = "how many A100s can the ml account run at once during the sweep temporary bump"
-    ids = lambda: [h.id for h in project.search(q, learn=False, top_k=5)]
-    got = ids()
-    assert got.index(id_of(bump)) < got.index(id_of(after))  # no pair scored: two current versions, by relevance
-    con.execute("INSERT INTO revision_candidates VALUES (?, ?, ?)", [id_of(bump), id_of(after), revisions.FORK_AT])
-    got = ids()
-    assert got[0] == id_of(after) and got.index(id_of(after)) < got.index(id_of(bump)) < got.index(id_of(base))
