@@ -82,12 +82,24 @@ def key_codes(column) -> tuple[np.ndarray, list]:
     return d.indices.to_numpy(zero_copy_only=False), d.dictionary.to_pylist()
 
 
+#: the stored token vectors of some entries (one ``VARCHAR[]`` parameter: ``ids_literal``).
+#: list_contains filters inside the scan; ``IN (SELECT unnest(...))`` builds a semi-join and
+#: costs ~2.5x as much here (35 vs 14 ms for 30 ids at 10k entries). No ORDER BY: sorting
+#: the rows with their 384-byte vectors cost 6 ms of 7 for a 100-entry pool.
+TOKEN_ROWS_SQL = "SELECT id, v, scale, pos FROM token_vectors WHERE list_contains(CAST(? AS VARCHAR[]), id)"
+
+
+def dequantize(v: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """int8 token vectors (rows x 384) times their per-row ``scale``, as float32."""
+    out = np.asarray(v, dtype=np.float32).reshape(len(scale), -1)
+    out *= np.asarray(scale, dtype=np.float32)[:, None]
+    return out
+
+
 def token_rows(tbl) -> np.ndarray:
     """The dequantized token vectors (rows x 384, float32) of an Arrow table with columns
     ``v`` (TINYINT[384]) and ``scale``."""
-    v = np.asarray(tbl.column("v").combine_chunks().values, dtype=np.float32).reshape(tbl.num_rows, -1)
-    v *= np.asarray(tbl.column("scale").to_numpy(), dtype=np.float32)[:, None]
-    return v
+    return dequantize(tbl.column("v").combine_chunks().values, tbl.column("scale").to_numpy())
 
 
 def max_per_key(keys: np.ndarray, v: np.ndarray, qtoks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -173,8 +185,6 @@ class LateInteractionJudge:
         return token_idf(n, df, enc.tok_ids)
 
     def score(self, con, enc: QueryEncoding, ids: Sequence[str]) -> dict[str, float]:
-        # list_contains filters inside the scan; ``IN (SELECT unnest(...))`` builds a
-        # semi-join and costs ~2.5x as much here (35 vs 14 ms for 30 ids at 10k entries).
         if not ids or len(enc.tok_ids) == 0:
             return {i: 0.0 for i in ids}
         from .mirror import current
@@ -185,13 +195,9 @@ class LateInteractionJudge:
             w = self._weights(con, enc, m)
             found = span_scores(keys, pos, rows, enc.tok_vecs, w) if len(keys) else {}
             return {i: found.get(k, 0.0) for k, i in enumerate(ids)}
-        # No ORDER BY: sorting the rows with their 384-byte vectors cost 6 ms of 7 for a
-        # 100-entry pool; max_per_key groups them in numpy instead. to_arrow_table, not
-        # arrow(): reading its RecordBatchReader cost ~1.5 ms more for ~4,000 rows.
-        tbl = con.execute(
-            "SELECT id, v, scale, pos FROM token_vectors WHERE list_contains(CAST(? AS VARCHAR[]), id)",
-            [ids_literal(ids)],
-        ).to_arrow_table()
+        # max_per_key groups the rows in numpy. to_arrow_table, not arrow(): reading its
+        # RecordBatchReader cost ~1.5 ms more for ~4,000 rows.
+        tbl = con.execute(TOKEN_ROWS_SQL, [ids_literal(ids)]).to_arrow_table()
         w = self._weights(con, enc, None)
         out = {i: float("-inf") for i in ids}
         if tbl.num_rows == 0:

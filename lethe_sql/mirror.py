@@ -78,10 +78,9 @@ class _Field:
     def __init__(self, con, schema: str, name_rank: dict[str, int]) -> None:
         docs = con.execute(f"SELECT docid, name, len FROM {schema}.docs ORDER BY docid").fetchnumpy()
         self.docid = np.asarray(docs["docid"], dtype=np.int64)
-        self.names = list(docs["name"])
         self.len = np.asarray(docs["len"], dtype=np.float64)
-        # the id order the SQL breaks ties by (names sort as strings)
-        self.name_rank = np.asarray([name_rank.get(n, -1) for n in self.names], dtype=np.int64)
+        # each doc's entry position, which is the id order the SQL breaks ties by (-1: no entry)
+        self.name_rank = np.asarray([name_rank.get(n, -1) for n in docs["name"]], dtype=np.int64)
         st = con.execute(f"SELECT num_docs, avgdl FROM {schema}.stats").fetchone()
         self.num_docs = float(st[0] or 0) if st else 0.0
         self.avgdl = float(st[1]) if st and st[1] is not None else None
@@ -178,13 +177,12 @@ class Mirror:
         xe = extra.column("embedding").combine_chunks()
         self.x_vec = (np.asarray(xe.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
                       if len(self.x_pos) else np.zeros((0, dim), np.float32))
-        rank = {i: k for k, i in enumerate(self.ids)}
         self._df: dict | None = None
         self._tokens: dict[str, tuple] = {}
         self._token_count = 0
         self.stopwords = frozenset(con.execute("SELECT lethe_stopwords()").fetchone()[0])
-        self.text = _Field(con, "fts_main_entries", rank)
-        self.ctx = _Field(con, "lethe_ctx", rank)
+        self.text = _Field(con, "fts_main_entries", self.index)
+        self.ctx = _Field(con, "lethe_ctx", self.index)
 
     def token_df(self, con) -> dict:
         """``token_df`` (wordpiece id -> entries holding it), read once per copy."""
@@ -199,21 +197,20 @@ class Mirror:
         ``MAX_TOKEN_ROWS`` rows."""
         missing = [i for i in ids if i not in self._tokens]
         if missing:
-            from .judges import ids_literal, key_codes
+            from .judges import TOKEN_ROWS_SQL, ids_literal, key_codes
 
-            tbl = con.execute(
-                "SELECT id, v, scale, pos FROM token_vectors WHERE list_contains(CAST(? AS VARCHAR[]), id)",
-                [ids_literal(missing)]).to_arrow_table()
+            tbl = con.execute(TOKEN_ROWS_SQL, [ids_literal(missing)]).to_arrow_table()
             if self._token_count + tbl.num_rows > MAX_TOKEN_ROWS:
                 self._tokens, self._token_count = {}, 0
             codes, names = key_codes(tbl.column("id"))
             order = np.argsort(codes, kind="stable")
+            codes = codes[order]
             v = np.asarray(tbl.column("v").combine_chunks().values, dtype=np.int8).reshape(tbl.num_rows, -1)[order]
             scale = np.asarray(tbl.column("scale").to_numpy(), dtype=np.float32)[order]
             pos = np.asarray(tbl.column("pos").to_numpy(), dtype=np.int64)[order]
-            bounds = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0, True])
+            bounds = np.flatnonzero(np.r_[True, np.diff(codes) != 0, True])
             for a, b in zip(bounds[:-1], bounds[1:]):
-                self._tokens[names[int(codes[order][a])]] = (v[a:b], scale[a:b], pos[a:b])
+                self._tokens[names[int(codes[a])]] = (v[a:b], scale[a:b], pos[a:b])
             self._token_count += tbl.num_rows
             for i in missing:  # an entry without token vectors scores 0, as in SQL
                 self._tokens.setdefault(i, None)
@@ -223,9 +220,9 @@ class Mirror:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, self.vec.shape[1]), np.float32)
         keys = np.concatenate([np.full(len(p[2]), k, dtype=np.int64) for k, p in parts])
         pos = np.concatenate([p[2] for _, p in parts])
-        v = np.concatenate([p[0] for _, p in parts]).astype(np.float32)
-        v *= np.concatenate([p[1] for _, p in parts])[:, None]
-        return keys, pos, v
+        from .judges import dequantize
+
+        return keys, pos, dequantize(np.concatenate([p[0] for _, p in parts]), np.concatenate([p[1] for _, p in parts]))
 
     def fused(self, terms, qvec, k: int, depth: int, w_bm25: float, w_ctx: float, w_dense: float) -> list[Row]:
         """``lethe_fused(q, qvec, k, depth, w_bm25, w_ctx, w_dense)``, with ``terms`` the
