@@ -1,4 +1,4 @@
-"""The learning update after a judged search, in one transaction.
+"""The learning update after a judged search: what a search teaches the index.
 
 Rules (issue 4; all constants are ``Settings`` fields):
 
@@ -8,7 +8,7 @@ Rules (issue 4; all constants are ``Settings`` fields):
 * winners: ``s = max(0, s_decayed - reinforce)``; affinity moves by ``lethe_affinity_after``
   (``sql/lifecycle.sql``: ``0.8 a + 0.2 sigmoid(logit)``),
   one more retrieval, tiers naive -> gc (3 retrievals) -> memory (affinity >= 0.65 and
-  5 retrievals);
+  5 retrievals): ``tier_after``;
 * any entry with affinity < 0.15 idle for more than 1000 steps becomes apoptotic;
 * the query embedding is logged with its cue; k-means over the log is refit when it
   holds at least 10 x n_clusters queries and has grown by ``refit_growth`` since the
@@ -17,19 +17,34 @@ Rules (issue 4; all constants are ``Settings`` fields):
 
 ``s_decayed = s * exp(-lambda * (step - last_step))``.
 
-A search that holds only a read lock (``lethe search``: many run at once beside one
-writer) cannot write its update: ``record_pending`` appends it to
-``.lethe/index/learning.pending.jsonl`` (one line, one ``write``; the query scrubbed of
-secrets; file mode 0600), and the next process that opens the index for writing applies
-every pending update in order (``apply_pending``), each as its own search step with its
-cue computed then. So learning is deferred, never lost; at most ``PENDING_MAX`` updates
-wait (older ones are dropped with the file's tail kept).
+One search's update is an ``Update``; ``apply`` records a list of them in order, each as
+its own search step, with the statements of the whole run batched (one transaction and
+one statement per table for all of them, split only where the query clusters refit), so
+applying 16 updates costs about what applying one does. The result is the one applying
+them one by one gives (``tests/test_learning.py`` pins it).
+
+When an update is applied:
+
+* a writer's search (``MemoryStore.search`` on a read-write store) queues it in the store
+  and applies the queue every ``WRITER_BATCH`` searches, before the store closes, and on
+  ``MemoryStore.flush_learning()``; so what search i teaches reaches the ranking by search
+  i + ``WRITER_BATCH`` at the latest, and a process killed before it closes loses at most
+  that many updates (learning only: never a memory);
+* a search that holds only a read lock (``lethe search``: many run at once beside one
+  writer) cannot write: ``record_pending`` appends its update to
+  ``.lethe/index/learning.pending.jsonl`` (one line, one ``write``; the query scrubbed of
+  secrets; file mode 0600), and the next process that opens the index for writing applies
+  every pending update in order (``apply_pending``), with its cue computed then. So
+  learning is deferred, never lost; at most ``PENDING_MAX`` updates wait (older ones are
+  dropped with the file's tail kept);
+* ``pipeline.run`` without a store applies it at once (the benchmarks' prequential runs).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -37,12 +52,25 @@ from .db import transaction
 from .judges import ids_literal, sigmoid
 from .privacy import scrub
 from .settings import meta_rows
-from .vectors import vec_literal
+from .vectors import vecs_literal
 
 APOPTOSIS_AFFINITY = 0.15
 APOPTOSIS_IDLE = 1000
 PENDING = "learning.pending.jsonl"
 PENDING_MAX = 5000
+#: a read-write store applies its searches' updates in runs of this many (module docstring)
+WRITER_BATCH = 16
+
+
+class Update(NamedTuple):
+    """One search's learning update. ``outcome`` rows: (id, pool_rank, judge_rank, logit,
+    winner) over the shallow pool; empty when no judge ran (then only the log and step move)."""
+
+    query: str
+    qvec: np.ndarray
+    judge: str | None
+    outcome: Sequence[tuple[str, int, int | None, float, bool]]
+    rif: bool
 
 
 def current_step(con) -> int:
@@ -51,7 +79,19 @@ def current_step(con) -> int:
 
 
 def cue_of(con, vec) -> int:
-    return int(con.execute("SELECT lethe_cue(?)", [vec_literal(vec)]).fetchone()[0])
+    return cues_of(con, [vec])[0]
+
+
+def cues_of(con, vecs) -> list[int]:
+    """``lethe_cue`` of each vector, in one statement."""
+    if not len(vecs):
+        return []
+    rows = con.execute(
+        """SELECT g.i, lethe_cue(v.vs[g.i])
+           FROM (SELECT CAST($vs AS FLOAT[384][]) AS vs) AS v, generate_series(1, $n) AS g(i)""",
+        {"vs": vecs_literal(np.stack([np.asarray(x, dtype=np.float32) for x in vecs])), "n": len(vecs)},
+    ).fetchall()
+    return [int(c) for _, c in sorted(rows)]
 
 
 def _floats_literal(xs) -> str:
@@ -65,79 +105,101 @@ def _floats_literal(xs) -> str:
     return "[" + ",".join(out) + "]"
 
 
-def update(
-    con,
-    *,
-    step: int,
-    cue: int,
-    query: str,
-    qvec,
-    judge: str | None,
-    outcome: Sequence[tuple[str, int, int, float, bool]],
-    settings,
-    rif: bool,
-) -> dict:
-    """Record one search; returns the ``meta`` rows as they were before it (for
-    ``maybe_refit``). ``outcome`` rows: (id, pool_rank, judge_rank, logit, winner) over the
-    shallow pool; empty when no judge ran (then only the log and step move).
+def _ints_literal(xs) -> str:
+    return "[" + ",".join(str(int(x)) for x in xs) + "]"
 
-    Cost: a handful of statements, each on at most the pool's rows (the learning update
-    must stay under 10 ms at 10,000 entries). Lists reach SQL as one text parameter each
-    (``VARCHAR[]``/``DOUBLE[]`` casts), never as registered tables; the suppression
-    arithmetic for the few touched rows is done here, with the existing rows read back
-    by the ``DELETE ... RETURNING`` that clears them.
-    """
-    rows = list(outcome)
-    n = len(rows)
+
+def tier_after(tier: str, affinity: float, retrievals: int) -> str:
+    """A winner's tier after a retrieval, from its new affinity and retrieval count."""
+    if tier in ("naive", "gc") and affinity >= 0.65 and retrievals >= 5:
+        return "memory"
+    if tier == "naive" and retrievals >= 3:
+        return "gc"
+    return tier
+
+
+def _refit_due(n_logged: int, last_fit: int, settings) -> bool:
+    return n_logged >= 10 * settings.n_clusters and not (last_fit and n_logged < settings.refit_growth * last_fit)
+
+
+def apply(con, settings, updates: Sequence[Update], *, cues: Sequence[int] | None = None, seed: int = 0) -> int:
+    """Record ``updates`` in order, each as one search step (see the module docstring);
+    ``cues``: each update's query cluster when the caller knows it (else computed now).
+    Returns the last step."""
+    ups = list(updates)
+    step = current_step(con)
+    i = 0
+    while i < len(ups):
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        logged = con.execute("SELECT count(*) FROM query_log").fetchone()[0]
+        last_fit = int(meta.get("rif_fit_queries") or 0)
+        end, refit_then = len(ups), False
+        for j in range(i, len(ups)):  # the first update after which the clusters refit
+            if ups[j].rif and settings.rif and _refit_due(logged + j - i + 1, last_fit, settings):
+                end, refit_then = j + 1, True
+                break
+        run = ups[i:end]
+        if cues is not None and i == 0 and end == len(ups):
+            run_cues = [int(c) if u.rif and settings.rif else 0 for c, u in zip(cues, run)]
+        else:
+            rif_at = [k for k, u in enumerate(run) if u.rif and settings.rif]
+            computed = dict(zip(rif_at, cues_of(con, [run[k].qvec for k in rif_at])))
+            run_cues = [computed.get(k, 0) for k in range(len(run))]
+        step = _apply_run(con, settings, run, run_cues, meta)
+        if refit_then:
+            refit(con, settings.n_clusters, step, seed)
+        i = end
+    return step
+
+
+def _apply_run(con, settings, run: list[Update], cues: list[int], meta: dict) -> int:
+    """One transaction for ``run`` (no refit inside it); returns its last step."""
+    step0 = int(meta.get("search_step") or 0)
+    steps = [step0 + 1 + k for k in range(len(run))]
+    named = sorted({o[0] for u in run for o in u.outcome})
+    live = {x for (x,) in con.execute(
+        "SELECT id FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)", [ids_literal(named)]
+    ).fetchall()} if named else set()
+    outcomes = [[o for o in u.outcome if o[0] in live] for u in run]  # forgotten since: left out
     with transaction(con):
         con.execute(
-            "INSERT INTO query_log (step, query, embedding, cluster, judge) VALUES (?, ?, CAST(? AS FLOAT[384]), ?, ?)",
-            [step, scrub(query).text, vec_literal(qvec), cue, judge],  # the log keeps no secret (privacy.py)
+            """INSERT INTO query_log (step, query, embedding, cluster, judge)
+               SELECT unnest(CAST($steps AS BIGINT[])), unnest(from_json($queries, '["VARCHAR"]')),
+                      unnest(CAST($vecs AS FLOAT[384][])), unnest(CAST($cues AS INTEGER[])),
+                      unnest(from_json($judges, '["VARCHAR"]'))""",
+            {"steps": _ints_literal(steps), "cues": _ints_literal(cues),
+             "queries": json.dumps([scrub(u.query).text for u in run]),  # the log keeps no secret (privacy.py)
+             "judges": json.dumps([u.judge for u in run]),
+             "vecs": vecs_literal(np.stack([np.asarray(u.qvec, dtype=np.float32).reshape(-1) for u in run]))},
         )
-        con.execute("UPDATE meta SET value = ? WHERE key = 'search_step'", [str(step)])
+        con.execute("UPDATE meta SET value = ? WHERE key = 'search_step'", [str(steps[-1])])
         # the settings the store learns under, written when they changed (an INSERT OR
-        # REPLACE costs 1.8 ms at 10,000 entries even when it changes nothing; the read 0.2)
-        have = dict(con.execute("SELECT key, value FROM meta").fetchall())
-        changed = [[k, v] for k, v in meta_rows(settings) if have.get(k) != v]
+        # REPLACE costs 1.8 ms at 10,000 entries even when it changes nothing)
+        changed = [[k, v] for k, v in meta_rows(settings) if meta.get(k) != v]
         if changed:
             con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", changed)
-        if rows and rif:
-            _update_suppression(con, rows, n, step, cue, settings)
-        winners = [(o[0], float(o[3])) for o in rows if o[4]]
-        if winners and settings.lifecycle:
-            # affinity, retrieval count and tier in one pass; the tier rule reads the new values
-            con.execute(
-                """UPDATE entries SET
-                       affinity = lethe_affinity_after(affinity, list_extract(CAST($sig AS DOUBLE[]), list_position(CAST($ids AS VARCHAR[]), id))),
-                       retrieval_count = retrieval_count + 1,
-                       last_retrieval_step = $step,
-                       tier = CASE
-                           WHEN tier IN ('naive', 'gc')
-                                AND lethe_affinity_after(affinity, list_extract(CAST($sig AS DOUBLE[]), list_position(CAST($ids AS VARCHAR[]), id))) >= 0.65
-                                AND retrieval_count + 1 >= 5 THEN 'memory'
-                           WHEN tier = 'naive' AND retrieval_count + 1 >= 3 THEN 'gc'
-                           ELSE tier END
-                   WHERE list_contains(CAST($ids AS VARCHAR[]), id)""",
-                # sigmoid(logit) per winner, computed here; list_contains filters in the scan
-                {"step": step, "ids": ids_literal([w[0] for w in winners]),
-                 "sig": _floats_literal(sigmoid(w[1]) for w in winners)},
-            )
-        # Nothing can have idled past APOPTOSIS_IDLE before that many steps.
-        if settings.lifecycle and step > APOPTOSIS_IDLE:
-            con.execute(
-                """UPDATE entries SET tier = 'apoptotic'
-                   WHERE tier <> 'apoptotic' AND affinity < $a
-                     AND $step - coalesce(last_retrieval_step, 0) > $idle""",
-                {"a": APOPTOSIS_AFFINITY, "step": step, "idle": APOPTOSIS_IDLE},
-            )
-    return have
+        if settings.rif:
+            _suppression(con, settings, [(t, c, rows) for t, c, rows, u in zip(steps, cues, outcomes, run)
+                                         if rows and u.rif])
+        if settings.lifecycle:
+            _lifecycle(con, steps, outcomes)
+            # Nothing can have idled past APOPTOSIS_IDLE before that many steps; idling only
+            # grows, so checking at the last step is checking at every step (winners aside,
+            # whose steps _lifecycle walks).
+            if steps[-1] > APOPTOSIS_IDLE:
+                con.execute(
+                    """UPDATE entries SET tier = 'apoptotic'
+                       WHERE tier <> 'apoptotic' AND affinity < $a
+                         AND $step - coalesce(last_retrieval_step, 0) > $idle""",
+                    {"a": APOPTOSIS_AFFINITY, "step": steps[-1], "idle": APOPTOSIS_IDLE},
+                )
+    return steps[-1]
 
 
-def _update_suppression(con, rows, n: int, step: int, cue: int, settings) -> None:
-    """Losers: ``s = min(s_decayed + min(rate * strength, max_s), max_s)`` where strength > 0;
-    winners with a row: ``s = max(0, s_decayed - reinforce)``; rows left at s <= 1e-9 go."""
-    lam = settings.rif_lambda
-    touched: dict[str, float | None] = {}  # id -> loser increment, None for a winner
+def _increments(rows, settings) -> dict[str, float | None]:
+    """One search's suppression changes: id -> a loser's increment, None for a winner."""
+    n = len(rows)
+    touched: dict[str, float | None] = {}
     for eid, pool_rank, judge_rank, logit, winner in rows:
         if winner:
             touched[eid] = None
@@ -147,45 +209,105 @@ def _update_suppression(con, rows, n: int, step: int, cue: int, settings) -> Non
         strength = max(0, judge_rank - pool_rank) / float(n) * sigmoid(-logit)
         if strength > 0:
             touched[eid] = min(settings.rif_rate * strength, settings.rif_max)
-    if not touched:
+    return touched
+
+
+def _suppression(con, settings, searches: list[tuple[int, int, list]]) -> None:
+    """Losers: ``s = min(s_decayed + min(rate * strength, max_s), max_s)`` where strength > 0;
+    winners with a row: ``s = max(0, s_decayed - reinforce)``; rows left at s <= 1e-9 go.
+    The rows touched are read back by the ``DELETE ... RETURNING`` that clears them, the
+    arithmetic done here search by search, and what remains written in one ``INSERT``."""
+    changes = [(step, cue, _increments(rows, settings)) for step, cue, rows in searches]
+    keys = sorted({(cue, eid) for _, cue, touched in changes for eid in touched})
+    if not keys:
         return
-    old = {
-        eid: (s, last)
-        for eid, s, last in con.execute(
+    ids_literal([eid for _, eid in keys])  # refuses anything but an entry id
+    state = {
+        (int(c), eid): (s, last)
+        for c, eid, s, last in con.execute(
             """DELETE FROM rif_suppression
-               WHERE cluster = $cue AND list_contains(CAST($ids AS VARCHAR[]), id)
-               RETURNING id, s, last_step""",
-            {"cue": cue, "ids": ids_literal(list(touched))},
+               WHERE list_contains(CAST($keys AS VARCHAR[]), CAST(cluster AS VARCHAR) || '-' || id)
+               RETURNING cluster, id, s, last_step""",
+            {"keys": "[" + ",".join(f"{int(c)}-{eid}" for c, eid in keys) + "]"},
         ).fetchall()
     }
-    new_ids, new_s = [], []
-    for eid, inc in touched.items():
-        prev = old.get(eid)
-        decayed = prev[0] * math.exp(-lam * (step - prev[1])) if prev is not None else None
-        if inc is None:  # a winner: reinforced, only where something was held against it
-            if decayed is None:
-                continue
-            s = max(0.0, decayed - settings.rif_reinforce)
-        else:
-            s = inc if decayed is None else min(decayed + inc, settings.rif_max)
-        if s > 1e-9:
-            new_ids.append(eid)
-            new_s.append(s)
-    if new_ids:
+    lam = settings.rif_lambda
+    for step, cue, touched in changes:
+        for eid, inc in touched.items():
+            prev = state.get((cue, eid))
+            decayed = prev[0] * math.exp(-lam * (step - prev[1])) if prev is not None else None
+            if inc is None:  # a winner: reinforced, only where something was held against it
+                if decayed is None:
+                    continue
+                s = max(0.0, decayed - settings.rif_reinforce)
+            else:
+                s = inc if decayed is None else min(decayed + inc, settings.rif_max)
+            if s > 1e-9:
+                state[(cue, eid)] = (s, step)
+            else:
+                state.pop((cue, eid), None)
+    kept = [(k, state[k]) for k in keys if k in state]
+    if kept:
         con.execute(
             """INSERT INTO rif_suppression (cluster, id, s, last_step)
-               SELECT $cue, unnest(CAST($ids AS VARCHAR[])), unnest(CAST($s AS DOUBLE[])), $step""",
-            {"cue": cue, "ids": ids_literal(new_ids), "s": _floats_literal(new_s), "step": step},
+               SELECT unnest(CAST($cues AS INTEGER[])), unnest(CAST($ids AS VARCHAR[])),
+                      unnest(CAST($s AS DOUBLE[])), unnest(CAST($steps AS BIGINT[]))""",
+            {"cues": _ints_literal(k[0] for k, _ in kept), "ids": ids_literal([k[1] for k, _ in kept]),
+             "s": _floats_literal(v[0] for _, v in kept), "steps": _ints_literal(v[1] for _, v in kept)},
         )
+
+
+def _lifecycle(con, steps: list[int], outcomes: list[list]) -> None:
+    """Winners: affinity (``lethe_affinity_after``, applied in SQL over each winner's
+    retrievals in order), retrieval count, last retrieval step and tier (``tier_after``),
+    with the apoptosis check after every step, as one search at a time would leave them."""
+    events: dict[str, list[tuple[int, float]]] = {}  # id -> (step, sigmoid(logit)) in order
+    for step, rows in zip(steps, outcomes):
+        for o in rows:
+            if o[4]:
+                events.setdefault(o[0], []).append((step, sigmoid(float(o[3]))))
+    if not events:
+        return
+    ids = sorted(events)
+    rows = con.execute(
+        """SELECT e.id, e.affinity, e.retrieval_count, e.last_retrieval_step, e.tier,
+                  list_transform(range(1, len(w.sig) + 1),
+                                 i -> list_reduce(list_prepend(e.affinity, w.sig[1:i]),
+                                                  (a, x) -> lethe_affinity_after(a, x))) AS after
+           FROM entries AS e
+           JOIN (SELECT unnest(CAST($ids AS VARCHAR[])) AS id, unnest(CAST($sig AS DOUBLE[][])) AS sig) AS w
+             ON w.id = e.id""",
+        {"ids": ids_literal(ids), "sig": "[" + ",".join(_floats_literal(s for _, s in events[i]) for i in ids) + "]"},
+    ).fetchall()
+    out = []
+    for eid, affinity, count, last, tier, after in rows:
+        at = {step: k for k, (step, _) in enumerate(events[eid])}
+        for step in steps:
+            if step in at:
+                affinity = after[at[step]]
+                count += 1
+                last = step
+                tier = tier_after(tier, affinity, count)
+            if (step > APOPTOSIS_IDLE and tier != "apoptotic"
+                    and affinity < APOPTOSIS_AFFINITY and step - (last or 0) > APOPTOSIS_IDLE):
+                tier = "apoptotic"
+        out.append((eid, affinity, count, last, tier))
+    con.execute(
+        """UPDATE entries SET affinity = w.affinity, retrieval_count = w.n, last_retrieval_step = w.last, tier = w.tier
+           FROM (SELECT unnest(CAST($ids AS VARCHAR[])) AS id, unnest(CAST($aff AS DOUBLE[])) AS affinity,
+                        unnest(CAST($n AS INTEGER[])) AS n, unnest(CAST($last AS BIGINT[])) AS last,
+                        unnest(from_json($tier, '["VARCHAR"]')) AS tier) AS w
+           WHERE entries.id = w.id""",
+        {"ids": ids_literal([r[0] for r in out]), "aff": _floats_literal(r[1] for r in out),
+         "n": _ints_literal(r[2] for r in out), "last": _ints_literal(r[3] for r in out),
+         "tier": json.dumps([r[4] for r in out])},
+    )
 
 
 def record_pending(index_dir, *, query: str, qvec, judge, outcome, rif: bool) -> None:
     """Append one search's learning update to the pending file (see the module docstring)."""
-    import json
     import os
     from pathlib import Path
-
-    from .privacy import scrub
 
     line = json.dumps({"query": scrub(query).text, "qvec": [round(float(x), 7) for x in qvec], "judge": judge,
                        "outcome": [[str(i), int(p), int(j) if j is not None else None, float(lg), bool(w)]
@@ -199,9 +321,30 @@ def record_pending(index_dir, *, query: str, qvec, judge, outcome, rif: bool) ->
         os.close(fd)
 
 
+def _pending_update(r) -> Update | None:
+    """A line of the pending file as an ``Update``; None when it is not one."""
+    from lethe_sql.udfs.embed import EMBED_DIM
+
+    try:
+        qvec = np.asarray(r["qvec"], dtype=np.float32)
+        if qvec.shape != (EMBED_DIM,) or not np.isfinite(qvec).all():
+            return None
+        outcome = []
+        for o in r.get("outcome") or []:
+            eid, pool_rank, judge_rank, logit, winner = o
+            ids_literal([eid])
+            if not math.isfinite(float(logit)):
+                return None
+            outcome.append((eid, int(pool_rank), None if judge_rank is None else int(judge_rank),
+                            float(logit), bool(winner)))
+        judge = r.get("judge")
+        return Update(str(r["query"]), qvec, judge if isinstance(judge, str) else None, outcome, bool(r.get("rif")))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def apply_pending(con, settings, index_dir) -> int:
     """Apply the pending updates (the caller holds the write lock); returns how many."""
-    import json
     import os
     from pathlib import Path
 
@@ -211,31 +354,20 @@ def apply_pending(con, settings, index_dir) -> int:
     work = path.with_name(PENDING + ".applying")
     if not work.exists():
         os.replace(path, work)  # new searches start a new file meanwhile
-    rows = []
+    ups = []
     with open(work, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
-                rows.append(json.loads(line))
+                u = _pending_update(json.loads(line))
             except ValueError:
                 continue  # a torn line (a crash mid-write): that update is lost, nothing else
-    for r in rows[-PENDING_MAX:]:
-        try:
-            step = current_step(con) + 1
-            rif = bool(r.get("rif")) and settings.rif
-            qvec = np.asarray(r["qvec"], dtype=np.float32)
-            cue = cue_of(con, qvec) if rif else 0
-            outcome = [(o[0], o[1], o[2], o[3], o[4]) for o in r.get("outcome") or []]
-            live = {x for (x,) in con.execute(
-                "SELECT id FROM entries WHERE list_contains(CAST(? AS VARCHAR[]), id)",
-                [ids_literal(sorted({o[0] for o in outcome}))]).fetchall()} if outcome else set()
-            meta = update(con, step=step, cue=cue, query=r["query"], qvec=qvec, judge=r.get("judge"),
-                          outcome=[o for o in outcome if o[0] in live], settings=settings, rif=rif)
-            if rif:
-                maybe_refit(con, settings, step, meta=meta)
-        except (KeyError, TypeError, ValueError):
-            continue
+            if u is not None:
+                ups.append(u)
+    ups = ups[-PENDING_MAX:]
+    for k in range(0, len(ups), 500):  # bounded transactions
+        apply(con, settings, ups[k:k + 500])
     work.unlink(missing_ok=True)
-    return len(rows)
+    return len(ups)
 
 
 def kmeans(x: np.ndarray, k: int, seed: int = 0, iters: int = 25) -> tuple[np.ndarray, np.ndarray]:
@@ -264,14 +396,11 @@ def kmeans(x: np.ndarray, k: int, seed: int = 0, iters: int = 25) -> tuple[np.nd
     return c.astype(np.float32), labels
 
 
-def maybe_refit(con, settings, step: int, seed: int = 0, meta: dict | None = None) -> bool:
-    """Refit the query clusters when the policy says so; returns whether it did. ``meta``:
-    the ``meta`` rows ``update`` read just before (saves reading them again)."""
+def maybe_refit(con, settings, step: int, seed: int = 0) -> bool:
+    """Refit the query clusters when the policy says so; returns whether it did."""
     n = con.execute("SELECT count(*) FROM query_log").fetchone()[0]
-    if meta is None:
-        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-    last = int(meta.get("rif_fit_queries") or 0)
-    if n < 10 * settings.n_clusters or (last and n < settings.refit_growth * last):
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    if not _refit_due(n, int(meta.get("rif_fit_queries") or 0), settings):
         return False
     refit(con, settings.n_clusters, step, seed)
     return True

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from . import mirror
 from .cues import analyze
 from .judges import QueryEncoding
-from .learn import cue_of, current_step, maybe_refit, update
+from .learn import Update, apply as apply_learning, cue_of, current_step
 from .prepared import statement
 from .revisions import Superseded, promotions, superseders
 from .settings import Settings
@@ -124,17 +124,19 @@ def _candidates(con, enc: QueryEncoding, k: int, depth: int, cue: int, step: int
     return [Candidate.from_row(dict(zip(names, row))) for row in cur.fetchall()]
 
 
-def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool = True, defer=None) -> Outcome:
+def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool = True, defer=None,
+        queued: int = 0) -> Outcome:
     """Search with ``judge`` (None: first stage only). ``learn`` False changes nothing;
-    ``defer(query=, qvec=, judge=, outcome=, rif=)``, when given, receives the learning
-    update instead of the database (a read-only search: ``learn.record_pending``)."""
+    ``defer(update)``, when given, receives the ``learn.Update`` instead of the database
+    (a read-only search: ``learn.record_pending``; a writer's queue). ``queued``: updates
+    deferred before this search and not applied yet (each is a step)."""
     t0 = time.perf_counter()
     timings: dict = {}
     notes: list[str] = []
     rif = bool(settings.rif and judge is not None)
     if settings.rif and judge is None:
         notes.append("RIF off: no judge to learn from")
-    step = current_step(con) + 1
+    step = current_step(con) + 1 + queued
     cue = cue_of(con, enc.vec) if rif else 0
     shallow_k, fetch_k, depth = pool_sizes(settings, judge)
     pool = _candidates(con, enc, fetch_k, depth, cue, step, settings)
@@ -165,13 +167,11 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
             logit_of = {c.id: float(l) for c, l in zip(ordered, logits)}
             outcome = [(c.id, c.pool_rank, c.judge_rank, logit_of[c.id], c.id in winners)
                        for c in shallow if c.id in logit_of]
+        u = Update(enc.text, enc.vec, judge.name if judge else None, outcome, rif)
         if defer is not None:
-            defer(query=enc.text, qvec=enc.vec, judge=judge.name if judge else None, outcome=outcome, rif=rif)
+            defer(u)
         else:
-            meta = update(con, step=step, cue=cue, query=enc.text, qvec=enc.vec,
-                          judge=judge.name if judge else None, outcome=outcome, settings=settings, rif=rif)
-            if rif:
-                maybe_refit(con, settings, step, meta=meta)
+            apply_learning(con, settings, [u], cues=[cue])
         learned = True
         timings["learn"] = (time.perf_counter() - t2) * 1000
     timings["total"] = (time.perf_counter() - t0) * 1000

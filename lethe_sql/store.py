@@ -168,6 +168,7 @@ class MemoryStore:
         self._con = None
         self._lock = ProjectLock(Path(self.db_path).parent if self.db_path != ":memory:" else self.lethe_dir / "index")
         self._ready: dict[str, tuple] = {}  # text -> (vector, token vectors) embedded before the lock
+        self._learned: list = []  # (learn.Update, Settings): a writer's searches not applied yet
 
     # -- lifecycle ---------------------------------------------------------
     def init(self) -> Path:
@@ -262,9 +263,32 @@ class MemoryStore:
         self.index()
         return self._con
 
+    def flush_learning(self) -> int:
+        """Apply what this (read-write) store's searches learned and have not applied yet
+        (``learn.WRITER_BATCH``); returns how many updates. ``close()`` calls it."""
+        from .learn import apply
+
+        queued, self._learned = self._learned, []
+        if not queued or self._con is None:
+            return 0
+        k = 0
+        while k < len(queued):  # consecutive searches under equal settings: one run
+            j = k
+            while j < len(queued) and queued[j][1] == queued[k][1]:
+                j += 1
+            apply(self._con, queued[k][1], [u for u, _ in queued[k:j]])
+            k = j
+        return len(queued)
+
     def close(self) -> None:
         if self._con is not None:
             try:
+                try:
+                    self.flush_learning()
+                except Exception as exc:  # noqa: BLE001 - learning only; the store still closes
+                    import warnings
+
+                    warnings.warn(f"what the last searches learned was not saved: {exc}", UserWarning, stacklevel=2)
                 self._con.close()
             finally:
                 self._con = None
@@ -360,6 +384,7 @@ class MemoryStore:
         if not force and (size < self.COMPACT_MIN_BYTES or size < self.COMPACT_GROWTH * int(row[0])):
             return False
         name = con.execute("SELECT current_database()").fetchone()[0]
+        self.flush_learning()  # the connection closes below
         if progress:
             progress("compacting", 0, 1)
         db = Path(self.db_path)
@@ -747,8 +772,15 @@ class MemoryStore:
 
             index_dir = Path(self.db_path).parent if self.db_path != ":memory:" else None
             return run(self.con, enc, s, j, learn=index_dir is not None,
-                       defer=(lambda **update: record_pending(index_dir, **update)) if index_dir else None)
-        return run(self.con, enc, s, j, learn=True)
+                       defer=(lambda u: record_pending(index_dir, **u._asdict())) if index_dir else None)
+        # A writer queues what it learns and applies it in runs (learn.WRITER_BATCH)
+        from .learn import WRITER_BATCH
+
+        out = run(self.con, enc, s, j, learn=True, defer=lambda u: self._learned.append((u, s)),
+                  queued=len(self._learned))
+        if len(self._learned) >= WRITER_BATCH:
+            self.flush_learning()
+        return out
 
     def search(
         self,
@@ -763,8 +795,9 @@ class MemoryStore:
         """Ranked memories for ``query``.
 
         ``mode="default"`` runs the whole pipeline (first stage, judge, learning unless
-        ``learn=False``; a read-only store defers what it learns to the next writer:
-        ``learn.record_pending``). ``hybrid``, ``bm25`` and ``dense`` run one first-stage
+        ``learn=False``; a read-write store applies what it learns every
+        ``learn.WRITER_BATCH`` searches and when it closes (``flush_learning``), a read-only
+        one defers it to the next writer: ``learn.record_pending``). ``hybrid``, ``bm25`` and ``dense`` run one first-stage
         macro alone and change nothing. ``top_k`` and ``depth`` are integers from 1 to
         ``settings.MAX_COUNT`` (1000); others are a UsageError.
         """

@@ -3,6 +3,7 @@
 import json
 import math
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -246,3 +247,113 @@ def test_rif_final_alpha_takes_suppression_off_the_final_score_only_when_asked()
     assert [c.id for c in late] == ["b", "a"] and late[1].judge_score == pytest.approx(2.0 - 0.8)
     off = judge_order(pool(), Settings(rif_final_alpha=1.0, rif=False), None, [2.0, 1.5])
     assert [c.id for c in off] == ["a", "b"]
+
+
+# -- batched updates (learn.apply) and the writer's queue ---------------------------
+
+
+def _updates(ids, n, seed=0, rif=True):
+    """``n`` synthetic search updates over ``ids``: random pool order, judge ranks, logits and
+    two winners each; the same entries win again and again (fixed seed)."""
+    from lethe_sql.learn import Update
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        order = list(rng.permutation(ids)[:6])
+        judge_rank = list(rng.permutation(6) + 1)
+        winners = {order[judge_rank.index(1)], order[judge_rank.index(2)]}
+        vec = rng.normal(size=384).astype(np.float32)
+        out.append(Update(f"query {k}", vec / np.linalg.norm(vec), "fixed",
+                          [(i, p + 1, int(judge_rank[p]), float(rng.normal(0, 2)), i in winners)
+                           for p, i in enumerate(order)], rif))
+    return out
+
+
+def _learned_state(con):
+    return (
+        con.execute("SELECT cluster, id, s, last_step FROM rif_suppression ORDER BY cluster, id").fetchall(),
+        con.execute("SELECT id, affinity, retrieval_count, last_retrieval_step, tier FROM entries ORDER BY id").fetchall(),
+        con.execute("SELECT step, query, cluster, judge FROM query_log ORDER BY step").fetchall(),
+        con.execute("SELECT key, value FROM meta WHERE key IN ('search_step', 'rif_fit_queries') ORDER BY key").fetchall(),
+        con.execute("SELECT cluster, size, fit_step FROM rif_centroids ORDER BY cluster").fetchall(),
+    )
+
+
+def _two_copies(store, tmp_path, embedder):
+    import shutil
+
+    from lethe_sql import MemoryStore
+
+    store.close()
+    other = tmp_path / "copy.duckdb"
+    shutil.copyfile(store.db_path, other)
+    wal = Path(str(store.db_path) + ".wal")
+    if wal.exists():
+        shutil.copyfile(wal, str(other) + ".wal")
+    return store, MemoryStore(store.root, db_path=other, embedder=embedder)
+
+
+def test_a_batch_of_updates_leaves_what_one_at_a_time_leaves(store, tmp_path, embedder):
+    """Sixty updates applied as one call and one by one: the same suppression, lifecycle,
+    log and clusters, a refit in the middle included (n_clusters 2: at 20 logged queries,
+    then at 40 with refit_growth 2)."""
+    from lethe_sql.learn import apply
+
+    one, batch = _two_copies(store, tmp_path, embedder)
+    ids = [r[0] for r in one.con.execute("SELECT id FROM entries ORDER BY id").fetchall()]
+    s = Settings(n_clusters=2, refit_growth=2.0)
+    ups = _updates(ids, 60)
+    for u in ups:
+        apply(one.con, s, [u])
+    apply(batch.con, s, ups)
+    a, b = _learned_state(one.con), _learned_state(batch.con)
+    assert a[0] and a[2][-1][0] == 60
+    assert [r[2] for r in a[2][:20]] == [0] * 20 and {r[2] for r in a[2][20:]} <= {1, 2}  # cues after the refit
+    assert a[3] == [("rif_fit_queries", "40"), ("search_step", "60")]
+    for x, y in zip(a, b):
+        assert x == y
+    batch.close()
+
+
+def test_a_batch_walks_every_step_for_its_winners(store):
+    """Step 1000 reached: an entry idle since step 0 with affinity 0.1 becomes apoptotic at
+    the batch's first step and stays so when it wins two steps later (its affinity and
+    count move); another wins three times: naive -> gc, affinity 0.8^3 a + ..."""
+    from lethe_sql.learn import Update, apply
+
+    con = store.con
+    a, b = id_of(con, "alpha"), id_of(con, "bravo")
+    con.execute("UPDATE entries SET affinity = 0.1, last_retrieval_step = 0 WHERE id = ?", [a])
+    con.execute("UPDATE entries SET last_retrieval_step = 999 WHERE id <> ?", [a])
+    con.execute("UPDATE meta SET value = '1000' WHERE key = 'search_step'")
+    vec = np.zeros(384, dtype=np.float32)
+    vec[0] = 1.0
+    win = lambda *ids: [(i, 1, 1, 0.0, True) for i in ids]  # noqa: E731 - sigmoid(0) = 0.5
+    apply(con, Settings(), [Update("q1", vec, "fixed", win(b), False), Update("q2", vec, "fixed", [], False),
+                            Update("q3", vec, "fixed", win(a, b), False), Update("q4", vec, "fixed", win(b), False)])
+    row = lambda i: con.execute(  # noqa: E731
+        "SELECT affinity, retrieval_count, last_retrieval_step, tier FROM entries WHERE id = ?", [i]).fetchone()
+    assert row(a) == (pytest.approx(0.8 * 0.1 + 0.2 * 0.5), 1, 1003, "apoptotic")
+    aff = 0.5
+    for _ in range(3):
+        aff = 0.8 * aff + 0.2 * 0.5
+    assert row(b) == (pytest.approx(aff), 3, 1004, "gc")
+    assert con.execute("SELECT value FROM meta WHERE key = 'search_step'").fetchone() == ("1004",)
+
+
+def test_a_writer_applies_what_it_learned_in_runs_and_when_it_closes(store, monkeypatch):
+    import lethe_sql.learn as L
+    from lethe_sql import MemoryStore
+
+    monkeypatch.setattr(L, "WRITER_BATCH", 3)
+    logged = lambda st: st.con.execute("SELECT step, query FROM query_log ORDER BY step").fetchall()  # noqa: E731
+    outs = [store.search_outcome(f"note about {w}", judge="late-interaction") for w in ("alpha", "bravo")]
+    assert [o.step for o in outs] == [1, 2] and all(o.learned for o in outs)
+    assert logged(store) == []  # queued
+    store.search_outcome("note about charlie", judge="late-interaction")
+    assert logged(store) == [(1, "note about alpha"), (2, "note about bravo"), (3, "note about charlie")]
+    assert store.search_outcome("note about delta", judge="late-interaction").step == 4
+    store.close()
+    with MemoryStore(store.root, embedder=store.embedder) as again:
+        assert [r[0] for r in logged(again)] == [1, 2, 3, 4]

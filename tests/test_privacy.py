@@ -200,12 +200,13 @@ def test_an_index_built_before_privacy_reads_every_file_once_more(project):
 
 
 def test_a_query_holding_a_secret_leaves_no_trace_in_the_database(project):
-    """Every search logs its query (learn.update): the log keeps the scrubbed form only."""
+    """Every search logs its query (learn.apply): the log keeps the scrubbed form only."""
     write(project.memory_dir / "2026-11-03.md", "## deploy\nThe deploy uses the release token from the vault.\n")
     project.index()
     token = "ghp_Q7w2E9r4T1y8U3i6O0p5A2s7D4f9G1h6J3k8"
     query = f"why does the deploy reject token {token} and DATABASE_PASSWORD={ASSIGNED}"
     assert project.search(query, top_k=3)
+    assert project.flush_learning() == 1  # a writer applies what it learned in runs
     logged = [r[0] for r in project.con.execute("SELECT query FROM query_log").fetchall()]
     assert logged == ["why does the deploy reject token [REDACTED:github-token] and "
                       "DATABASE_PASSWORD=[REDACTED:env-secret]"]

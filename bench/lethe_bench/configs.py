@@ -197,7 +197,12 @@ class LearningConfig(Config):
         return store.settings.with_(**dict(self.overrides))
 
     def step(self, store, query: str, depth: int = 30) -> tuple[list[str], dict]:
+        import time
+
         out = store.search_outcome(query, judge=self.judge, learn=True, settings=self.settings(store))
+        t0 = time.perf_counter()
+        store.flush_learning()  # the protocols score each query on the state before its own update only
+        out.timings_ms["learn"] = out.timings_ms.get("learn", 0.0) + (time.perf_counter() - t0) * 1000
         if not out.learned:
             from lethe_sql.errors import LetheError
 

@@ -214,8 +214,8 @@ def learning_latency(store, emb, queries: list[str], warmup: int) -> dict:
     """Per query, interleaved: the pipeline with the judge off, with the judge on and
     learning off, and with the judge on and learning on (``lethe_sql.pipeline.run``, the
     code ``MemoryStore.search`` runs; the query is encoded once, outside the timings).
-    The learning update is ``Outcome.timings_ms['learn']``: the update transaction and
-    the refit check. The k-means refit itself runs when the query log reaches
+    The learning update is ``Outcome.timings_ms['learn']``: one search's update applied at
+    once (``learn.apply``), the refit check included. The k-means refit itself runs when the query log reaches
     10 x n_clusters queries and then grows by ``refit_growth``; it is timed once here,
     with the log padded to the first refit's size."""
     from lethe_sql.judges import LateInteractionJudge, encode_query
@@ -231,7 +231,7 @@ def learning_latency(store, emb, queries: list[str], warmup: int) -> dict:
     off, on, on_learn, learn, learn_cpu = [], [], [], [], []
     deep = 0
     cpu = [0.0]
-    real = (P.update, P.maybe_refit)
+    real = P.apply_learning
 
     def cpu_timed(fn):  # process CPU time (all threads) of the update itself: less sensitive to other load
         def wrapper(*a, **k):
@@ -243,7 +243,7 @@ def learning_latency(store, emb, queries: list[str], warmup: int) -> dict:
 
         return wrapper
 
-    P.update, P.maybe_refit = cpu_timed(real[0]), cpu_timed(real[1])
+    P.apply_learning = cpu_timed(real)
     try:
         for i, q in enumerate(queries):
             enc = encode_query(emb, q)
@@ -266,7 +266,7 @@ def learning_latency(store, emb, queries: list[str], warmup: int) -> dict:
             learn_cpu.append(cpu[0])
             deep += int(o.deep)
     finally:
-        P.update, P.maybe_refit = real
+        P.apply_learning = real
     # One refit at the size of the first one (10 x n_clusters logged queries).
     n_log = con.execute("SELECT count(*) FROM query_log").fetchone()[0]
     need = 10 * settings.n_clusters - n_log
