@@ -167,11 +167,11 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
             logit_of = {c.id: float(l) for c, l in zip(ordered, logits)}
             outcome = [(c.id, c.pool_rank, c.judge_rank, logit_of[c.id], c.id in winners)
                        for c in shallow if c.id in logit_of]
-        u = Update(enc.text, enc.vec, judge.name if judge else None, outcome, rif)
+        u = Update(enc.text, enc.vec, judge.name if judge else None, outcome, rif, cue if rif else None)
         if defer is not None:
             defer(u)
         else:
-            apply_learning(con, settings, [u], cues=[cue])
+            apply_learning(con, settings, [u])
         learned = True
         timings["learn"] = (time.perf_counter() - t2) * 1000
     timings["total"] = (time.perf_counter() - t0) * 1000

@@ -772,7 +772,7 @@ class MemoryStore:
 
             index_dir = Path(self.db_path).parent if self.db_path != ":memory:" else None
             return run(self.con, enc, s, j, learn=index_dir is not None,
-                       defer=(lambda u: record_pending(index_dir, **u._asdict())) if index_dir else None)
+                       defer=(lambda u: record_pending(index_dir, u)) if index_dir else None)
         # A writer queues what it learns and applies it in runs (learn.WRITER_BATCH)
         from .learn import WRITER_BATCH
 
