@@ -90,14 +90,24 @@ class Memory:
 
 #: the pair features, in model order (``pair_features``)
 FEATURES = ("cos", "near", "covers_old", "covers_new", "rarest_shared", "change_words", "names_date",
-            "gap", "jaccard", "same_heading", "shared_identifiers", "short", "value_changed", "title_change")
+            "gap", "jaccard", "same_heading", "shared_identifiers", "short", "value_changed", "title_change",
+            "token_cover")
 # A logistic model over the standardised features, fitted on the development update sets
-# projects p01-p17 (bench/data/updates, dev-a to dev-e; dev-f is held out) with LoCoMo
-# conversation pairs as negatives (bench/lever_study/revision_fit.py prints these).
-_MEAN = (0.5096, 0.3470, 0.1139, 0.1034, 0.2394, 0.3606, 0.0007, 0.6656, 0.0855, 0.2722, 0.0174, 0.0159, 0.1436, 0.0997)
-_SD = (0.1408, 0.2928, 0.1125, 0.1043, 0.1333, 0.4802, 0.0262, 0.2514, 0.0698, 0.2527, 0.0846, 0.1249, 0.3506, 0.2997)
-_WEIGHTS = (-0.1630, 1.1990, 1.1190, 0.8031, -0.3708, 1.4884, 0.0782, 0.6447, -0.8157, 0.4754, 0.4552, -0.6164, 0.5454, 0.3888)
-_BIAS = -6.2751
+# projects p01-p29 (bench/data/updates, dev-a to dev-h; dev-i is held out) with LoCoMo
+# conversation pairs as negatives (bench/lever_study/revision_fit.py --projects p01,...,p29
+# prints these; 8,438 candidate pairs, 716 true).
+_MEAN = (0.5085, 0.3505, 0.1131, 0.1034, 0.2428, 0.3679, 0.0004, 0.6550, 0.0845, 0.2716, 0.0207, 0.0151, 0.1730, 0.0988, 0.4463)
+_SD = (0.1419, 0.2943, 0.1106, 0.1051, 0.1321, 0.4822, 0.0204, 0.2497, 0.0702, 0.2549, 0.0941, 0.1218, 0.3783, 0.2984, 0.0930)
+_WEIGHTS = (-1.4935, 1.1292, 1.4617, 0.8627, -0.4514, 1.5618, 0.0568, 0.6423, -1.5394, 0.4642, 0.3494, -0.5765, 0.5047, 0.2951, 1.6696)
+_BIAS = -6.3069
+# The same fit without ``token_cover``: for a pair whose memories have no token vectors (a
+# store indexed with ``token_index=False``).
+_NO_COVER = (
+    (0.5085, 0.3505, 0.1131, 0.1034, 0.2428, 0.3679, 0.0004, 0.6550, 0.0845, 0.2716, 0.0207, 0.0151, 0.1730, 0.0988),
+    (0.1419, 0.2943, 0.1106, 0.1051, 0.1321, 0.4822, 0.0204, 0.2497, 0.0702, 0.2549, 0.0941, 0.1218, 0.3783, 0.2984),
+    (-0.1693, 1.1950, 1.2747, 0.8857, -0.3704, 1.6307, 0.0629, 0.6308, -1.0262, 0.4782, 0.4183, -0.6706, 0.6021, 0.3198),
+    -6.2953,
+)
 
 
 def _idf(df: dict[str, int], n_docs: int):
@@ -108,10 +118,13 @@ def _idf(df: dict[str, int], n_docs: int):
     return idf
 
 
-def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int) -> list[float]:
+def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int,
+                  cover: float | None = None) -> list[float]:
     """The features of the pair (``FEATURES``): ``cos`` the cosine of their embeddings,
     ``rank`` the place of ``old`` among ``new``'s nearest older memories (0: nearest),
-    ``df``/``n_docs`` the BM25 document frequencies of the store (IDF weights)."""
+    ``df``/``n_docs`` the BM25 document frequencies of the store (IDF weights), ``cover``
+    their ``token_cover`` (None where a memory has no token vectors: NaN, and
+    ``probability`` uses the model without it)."""
     idf = _idf(df, n_docs)
     a, b = set(words(old.text)), set(words(new.text))
     shared = a & b
@@ -140,7 +153,59 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         1.0 if min(len(a), len(b)) < 5 else 0.0,
         1.0 if value_changed(old.text, new.text) else 0.0,
         1.0 if title_change else 0.0,
+        math.nan if cover is None else float(cover),
     ]
+
+
+def token_cover(a: np.ndarray, b: np.ndarray) -> float:
+    """How well two memories' token vectors (rows, L2-normalised) cover each other: each
+    token's best cosine among the other memory's tokens, averaged over its memory; the
+    lesser of the two directions. A restatement in other words covers its older version
+    token by token ("Postgres moved to 5434" / "staging DB now on port 5434") where the
+    words differ; a note on a neighbouring subject leaves tokens uncovered. Added on
+    2026-11-24 (seventh session): pair-level leave-one-project-out over p01-p21 (513 true
+    pairs of 6,169), links recall 0.718 -> 0.761 at precision 0.802 -> 0.808."""
+    if not len(a) or not len(b):
+        return float("nan")
+    sims = a @ b.T
+    return float(min(sims.max(axis=1).mean(), sims.max(axis=0).mean()))
+
+
+#: token vectors of at most this many memories are held at once by ``pair_covers``
+COVER_BLOCK = 1000
+
+# A semi-join, not the judge's ``list_contains`` (judges.TOKEN_ROWS_SQL): a detection pass
+# reads the tokens of up to COVER_BLOCK memories at once, where list_contains tests every
+# row against every id.
+_COVER_TOKENS_SQL = """SELECT id, v, scale FROM token_vectors
+WHERE id IN (SELECT unnest(CAST(? AS VARCHAR[]))) ORDER BY id, pos"""
+
+
+def pair_covers(con, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """``token_cover`` of each (old, new) pair whose memories both have token vectors."""
+    from .judges import dequantize, ids_literal
+
+    out: dict[tuple[str, str], float] = {}
+    todo = sorted(set(pairs), key=lambda p: (p[1], p[0]))
+    k = 0
+    while k < len(todo):
+        block, ids = [], set()
+        while k < len(todo) and (len(ids) < COVER_BLOCK or {todo[k][0], todo[k][1]} <= ids):
+            block.append(todo[k])
+            ids.update(todo[k])
+            k += 1
+        tbl = con.execute(_COVER_TOKENS_SQL, [ids_literal(sorted(ids))]).to_arrow_table()
+        if tbl.num_rows == 0:
+            continue
+        rows = dequantize(tbl.column("v").combine_chunks().values, tbl.column("scale").to_numpy())
+        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+        names = tbl.column("id").to_pylist()
+        cuts = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
+        tok = {names[a]: rows[a:b] for a, b in zip(cuts, cuts[1:])}
+        for old, new in block:
+            if old in tok and new in tok:
+                out[(old, new)] = token_cover(tok[old], tok[new])
+    return out
 
 
 _DIGITS = re.compile(r"\d+")
@@ -186,9 +251,10 @@ def named_apart(query, old_text: str, new_text: str) -> bool:
 
 
 def probability(features: Sequence[float]) -> float:
-    """The model's probability that the newer memory supersedes the older one."""
-    z = _BIAS + sum(w * max(-CLIP_Z, min(CLIP_Z, (x - m) / s))
-                    for x, m, s, w in zip(features, _MEAN, _SD, _WEIGHTS))
+    """The model's probability that the newer memory supersedes the older one (without
+    ``token_cover`` where it is NaN: a memory with no token vectors, ``_NO_COVER``)."""
+    mean, sd, weights, bias = (_MEAN, _SD, _WEIGHTS, _BIAS) if not math.isnan(features[-1]) else _NO_COVER
+    z = bias + sum(w * max(-CLIP_Z, min(CLIP_Z, (x - m) / s)) for x, m, s, w in zip(features, mean, sd, weights))
     return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
 
 
@@ -199,10 +265,12 @@ class Verdict:
     reason: str
 
 
-def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int) -> Verdict:
+def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int,
+             cover: float | None = None) -> Verdict:
     """Whether ``new`` supersedes ``old``: the model's probability (``LINK_AT``), with a
-    reason a person can check. Pure: the same inputs always get the same verdict. Only a
-    pair ordered in time is ever a revision."""
+    reason a person can check (``cover``: their ``token_cover``, ``pair_features``). Pure:
+    the same inputs always get the same verdict. Only a pair ordered in time is ever a
+    revision."""
     if not old.before(new):
         return Verdict(False, 0.0, "not ordered in time")
     if is_question(old.text) or is_question(new.text):
@@ -215,7 +283,7 @@ def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int]
     swapped = _restated(old.text, new.text, cos)
     if swapped:
         return Verdict(True, 0.99, f"restated with changed words: {swapped}")
-    f = pair_features(old, new, cos, rank, df, n_docs)
+    f = pair_features(old, new, cos, rank, df, n_docs, cover)
     p = probability(f)
     idf = _idf(df, n_docs)
     shared = sorted(set(words(old.text)) & set(words(new.text)), key=lambda t: (-idf(t), t))[:3]
@@ -632,11 +700,13 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
     horizon = datetime.now() + FUTURE_SLACK
     pairs = [p for p in pairs if all(m in meta and (meta[m].at is None or meta[m].at <= horizon) for m in p[:2])]
     listed = enumerations(pairs, meta)
+    pairs = [p for p in pairs if p[0] in meta and p[1] in meta and p[1] not in listed]
+    covers = pair_covers(con, [p[:2] for p in pairs])
     scored: dict[tuple[str, str], tuple[float, str, bool]] = {}
     for old, new, cos, rank in pairs:
-        if (old, new) in scored or old not in meta or new not in meta or new in listed:
+        if (old, new) in scored:
             continue
-        v = classify(meta[old], meta[new], cos, rank, df, n_docs)
+        v = classify(meta[old], meta[new], cos, rank, df, n_docs, covers.get((old, new)))
         if v.score > 0:
             scored[(old, new)] = (v.score, v.reason, v.revision)
     if scored:
@@ -671,7 +741,7 @@ def fingerprint() -> str:
     fingerprint has them detected again on its next ``lethe index`` (``meta.revision_model``)."""
     import hashlib
 
-    what = (RULES, FEATURES, _MEAN, _SD, _WEIGHTS, _BIAS, LINK_AT, NEIGHBOURS, COS_FLOOR, CLIP_Z)
+    what = (RULES, FEATURES, _MEAN, _SD, _WEIGHTS, _BIAS, _NO_COVER, LINK_AT, NEIGHBOURS, COS_FLOOR, CLIP_Z)
     return hashlib.sha256(repr(what).encode()).hexdigest()[:16]
 
 

@@ -357,3 +357,16 @@ def test_a_writer_applies_what_it_learned_in_runs_and_when_it_closes(store, monk
     store.close()
     with MemoryStore(store.root, embedder=store.embedder) as again:
         assert [r[0] for r in logged(again)] == [1, 2, 3, 4]
+
+
+def test_an_update_keeps_the_cue_it_ran_under_until_the_clusters_refit(store):
+    """A queued search's cue is used as it was (no cluster is computed again) until a refit
+    in the same run; after it, the cue is computed from the new clusters."""
+    from lethe_sql.learn import apply
+
+    con = store.con
+    ids = [r[0] for r in con.execute("SELECT id FROM entries ORDER BY id").fetchall()]
+    ups = [u._replace(cue=7) for u in _updates(ids, 25, seed=3)]
+    apply(con, Settings(n_clusters=2, refit_growth=2.0), ups)
+    clusters = [r[0] for r in con.execute("SELECT cluster FROM query_log ORDER BY step").fetchall()]
+    assert clusters[:20] == [7] * 20 and set(clusters[20:]) <= {1, 2}

@@ -91,7 +91,7 @@ def test_elaborations_and_other_attributes_are_not_restatements(old, new):
 
 
 def test_the_model_scores_a_change_note_above_an_unrelated_pair():
-    from lethe_sql.revisions import pair_features, probability
+    from lethe_sql.revisions import LINK_AT, pair_features, probability
 
     df = {"staging": 3, "postgres": 3, "port": 2, "5433": 1, "5434": 1, "pgbouncer": 1, "lunch": 1}
     old = M(OLD, datetime(2026, 3, 1), "14:05 postgres port")
@@ -100,7 +100,7 @@ def test_the_model_scores_a_change_note_above_an_unrelated_pair():
     other = M("Team lunch is on Friday at the usual place.", datetime(2026, 4, 2), "12:00 lunch")
     p_change = probability(pair_features(old, change, 0.72, 0, df, 40))
     p_other = probability(pair_features(old, other, 0.31, 7, df, 40))
-    assert p_change > 0.5 > p_other
+    assert p_change > LINK_AT > 0.05 > p_other
 
 
 @pytest.mark.parametrize("text,is_dialogue", [
@@ -429,3 +429,39 @@ def test_a_question_naming_a_thing_is_not_a_question_naming_the_old_value():
     assert named_apart("Is the storefront still on 14?", old, new)
     assert named_apart("is the worker pool still on pg-stg-1?", "Worker pool is pg-stg-1.", "Worker pool moved to pg-stg-2.")
     assert named_apart("where is fact number 5123", "fact number 5123 about service s3", "fact number 5124 about service s3")
+
+
+def test_token_cover_is_the_lesser_mean_best_match_of_two_memories_tokens():
+    import numpy as np
+
+    from lethe_sql.revisions import token_cover
+
+    a = np.array([[1.0, 0.0], [0.0, 1.0]])
+    b = np.array([[1.0, 0.0]])
+    assert token_cover(a, b) == pytest.approx(0.5)  # a's second token finds nothing in b; b is covered
+    assert token_cover(b, a) == pytest.approx(0.5)
+    c = np.array([[0.6, 0.8], [1.0, 0.0]])
+    assert token_cover(a, c) == pytest.approx(min((1.0 + 0.8) / 2, (0.8 + 1.0) / 2))
+
+
+def test_a_pair_whose_tokens_cover_each_other_scores_higher():
+    from lethe_sql.revisions import probability, pair_features
+
+    df = {"queue": 2, "retries": 2, "worker": 2}
+    old = M("Worker retries failed jobs three times, then parks them.", datetime(2026, 3, 1), "10:00 retries")
+    new = M("Jobs that fail are now retried five times before they are parked.", datetime(2026, 4, 1), "09:00 retry policy")
+    low, high = (probability(pair_features(old, new, 0.7, 0, df, 50, cover)) for cover in (0.35, 0.6))
+    assert low < 0.3 < high  # LINK_AT
+
+
+def test_pair_covers_reads_the_stored_token_vectors(project):
+    from lethe_sql.revisions import pair_covers
+
+    a, b, c = ("The worker retries failed jobs three times.", "Failed jobs are retried five times by the worker.",
+               "Lunch is at noon on Fridays.")
+    for t in (a, b, c):
+        project.add(t)
+    ia, ib, ic = (id_of(t) for t in (a, b, c))
+    got = pair_covers(project.con, [(ia, ib), (ia, ic), (ia, "0" * 16)])
+    assert set(got) == {(ia, ib), (ia, ic)}  # an id without token vectors has no cover
+    assert 0 < got[(ia, ic)] < got[(ia, ib)] <= 1

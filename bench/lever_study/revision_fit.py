@@ -62,8 +62,9 @@ def pairs(project_ids: list[str], emb) -> tuple[np.ndarray, np.ndarray]:
                 meta = {r[0]: R.Memory(*r) for r in con.execute(
                     "SELECT id, text, heading, created_at, source, position FROM entries").fetchall()}
                 df = dict(con.execute("SELECT term, df FROM fts_main_entries.dict").fetchall())
+                covers = R.pair_covers(con, [f[:2] for f in found])
                 for old, new, cos, rank in found:
-                    X.append(R.pair_features(meta[old], meta[new], cos, rank, df, len(ids)))
+                    X.append(R.pair_features(meta[old], meta[new], cos, rank, df, len(ids), covers.get((old, new))))
                     bo, bn = back.get(old), back.get(new)
                     y.append(float(bo in chain_of and chain_of.get(bo) == chain_of.get(bn)))
     return np.asarray(X), np.asarray(y)
@@ -94,9 +95,10 @@ def conversation_pairs(path: Path, emb, n: int, seed: int = 0) -> np.ndarray:
                 "SELECT id, text, heading, created_at, source, position FROM entries").fetchall()}
             df = dict(con.execute("SELECT term, df FROM fts_main_entries.dict").fetchall())
             rng = np.random.default_rng(seed)
-            for k in rng.choice(len(found), size=min(n, len(found)), replace=False):
-                old, new, cos, rank = found[int(k)]
-                X.append(R.pair_features(meta[old], meta[new], cos, rank, df, len(all_ids)))
+            chosen = [found[int(k)] for k in rng.choice(len(found), size=min(n, len(found)), replace=False)]
+            covers = R.pair_covers(con, [f[:2] for f in chosen])
+            for old, new, cos, rank in chosen:
+                X.append(R.pair_features(meta[old], meta[new], cos, rank, df, len(all_ids), covers.get((old, new))))
     return np.asarray(X)
 
 
@@ -145,6 +147,10 @@ def main() -> None:
     print("_WEIGHTS = (" + ", ".join(f"{x:.4f}" for x in w) + ")")
     print(f"_BIAS = {b:.4f}")
     print("# " + ", ".join(f"{n} {x:+.2f}" for n, x in zip(R.FEATURES, w)))
+    mu0, sd0, w0, b0 = fit(X[:, :-1], y)  # the model for memories without token vectors
+    print("_NO_COVER = (\n    (" + ", ".join(f"{x:.4f}" for x in mu0) + "),\n    ("
+          + ", ".join(f"{x:.4f}" for x in sd0) + "),\n    (" + ", ".join(f"{x:.4f}" for x in w0)
+          + f"),\n    {b0:.4f},\n)")
     report("fit", X, y, model)
     if a.check:
         Xc, yc = pairs(a.check.split(","), emb)
