@@ -188,7 +188,9 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     superseded; otherwise None (history as is).
     A pair is left alone when the question names the older memory apart from the newer
     one (an identifier it holds and the newer does not: "fact number 5123", "is it still
-    on pg-stg-1?"): the question asks for that one."""
+    on pg-stg-1?"): the question asks for that one. A weak pair (a promotion) of two
+    memories written on one day is left alone too: notes written an hour apart with
+    bodies alike are more often two items of one list than a fact and its change."""
     from . import revisions
 
     if cues.present:
@@ -199,8 +201,10 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
             heads = {new for _, new in pairs}  # the pool's superseding memories
             top = ordered[:revisions.PROMOTE_TOP]
             score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
+            day = {c.id: c.created_at.date() if c.created_at else None for c in top}
             pairs += [(old, new) for old, new in promotions(con, [c.id for c in top])
-                      if old not in heads or score[new] >= score[old] - revisions.PROMOTE_HEAD_MARGIN]
+                      if (old not in heads or score[new] >= score[old] - revisions.PROMOTE_HEAD_MARGIN)
+                      and (day[old] is None or day[old] != day[new])]
             for old, new in pairs:
                 if old in text and new in text and revisions.named_apart(query, text[old], text[new]):
                     continue

@@ -60,6 +60,12 @@ def test_negations_and_swapped_names_are_revisions(old, new):
     # another speaker's later turn answers, it does not revise (LoCoMo's pleasantries)
     ("Gina: Thanks, Jon! Appreciate your support!", "Jon: Thanks, Gina! Appreciate your support, really!",
      "said by different speakers (Gina, Jon)"),
+    # a chat log's roles, in any case: the user and the assistant are two speakers
+    ("user: I run 5k every morning now.", "Assistant: Running 5k every morning now is a great habit.",
+     "said by different speakers (user, assistant)"),
+    # ... and an assistant's answers are advice, not the user's facts
+    ("assistant: Try 3 sets of 10 squats.", "assistant: Try 4 sets of 12 squats.",
+     "an assistant's answer states no fact to revise"),
     # a question asserts nothing, so it neither revises nor is revised
     ("Tim: Wow! How long have you been surfing?", "Tim: Wow! How long have you been playing?",
      "a question states nothing to revise"),
@@ -78,6 +84,9 @@ def test_questions_and_other_speakers_turns_are_never_revisions(old, new, why):
     same = classify(M("Gina: The store opens at 9.", datetime(2026, 3, 1)),
                     M("Gina: The store opens at 10.", datetime(2026, 4, 1)), 0.95, 0, {}, 2)
     assert same.revision and "9 -> 10" in same.reason
+    user = classify(M("user: My gym opens at 9.", datetime(2026, 3, 1)),
+                    M("User: My gym opens at 10.", datetime(2026, 4, 1)), 0.95, 0, {}, 2)
+    assert user.revision  # the user restating a fact of theirs, whatever the case of the role
 
 
 @pytest.mark.parametrize("old,new", [
@@ -465,3 +474,4 @@ def test_pair_covers_reads_the_stored_token_vectors(project):
     got = pair_covers(project.con, [(ia, ib), (ia, ic), (ia, "0" * 16)])
     assert set(got) == {(ia, ib), (ia, ic)}  # an id without token vectors has no cover
     assert 0 < got[(ia, ic)] < got[(ia, ib)] <= 1
+
