@@ -131,7 +131,8 @@ def apply(con, settings, updates: Sequence[Update], *, seed: int = 0) -> int:
     under its own ``cue`` until the clusters refit, under its cue computed then after.
     Returns the last step."""
     ups = list(updates)
-    step = current_step(con)
+    if not ups:
+        return current_step(con)
     i = 0
     while i < len(ups):
         meta = dict(con.execute("SELECT key, value FROM meta").fetchall())

@@ -186,14 +186,14 @@ WHERE id IN (SELECT unnest(CAST(? AS VARCHAR[]))) ORDER BY id, pos"""
 _COVER_DF_SQL = "SELECT token, df FROM token_df WHERE token IN (SELECT unnest(CAST(? AS INTEGER[])))"
 
 
-def pair_covers(con, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
+def pair_covers(con, pairs: Sequence[tuple[str, str]], n_docs: int | None = None) -> dict[tuple[str, str], float]:
     """``token_cover`` of each (old, new) pair whose memories both have token vectors, the
-    tokens weighted by their IDF over the store (``judges.token_idf``)."""
+    tokens weighted by their IDF over the store's ``n_docs`` entries (``judges.token_idf``;
+    counted here when not given)."""
     from .judges import dequantize, ids_literal, token_idf
 
     out: dict[tuple[str, str], float] = {}
     todo = sorted(set(pairs), key=lambda p: (p[1], p[0]))
-    n_docs = None
     k = 0
     while k < len(todo):
         block, ids = [], set()
@@ -280,12 +280,9 @@ class Verdict:
     reason: str
 
 
-def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int,
-             cover: float | None = None) -> Verdict:
-    """Whether ``new`` supersedes ``old``: the model's probability (``LINK_AT``), with a
-    reason a person can check (``cover``: their ``token_cover``, ``pair_features``). Pure:
-    the same inputs always get the same verdict. Only a pair ordered in time is ever a
-    revision."""
+def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
+    """The verdict of ``classify``'s rules (no order in time, a question, a conversation,
+    two speakers, an assistant's answer, a restatement), or None when the model decides."""
     if not old.before(new):
         return Verdict(False, 0.0, "not ordered in time")
     if is_question(old.text) or is_question(new.text):
@@ -302,6 +299,18 @@ def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int]
     swapped = _restated(old.text, new.text, cos)
     if swapped:
         return Verdict(True, 0.99, f"restated with changed words: {swapped}")
+    return None
+
+
+def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int,
+             cover: float | None = None) -> Verdict:
+    """Whether ``new`` supersedes ``old``: ``by_rule``, else the model's probability
+    (``LINK_AT``), with a reason a person can check (``cover``: their ``token_cover``,
+    ``pair_features``). Pure: the same inputs always get the same verdict. Only a pair
+    ordered in time is ever a revision."""
+    ruled = by_rule(old, new, cos)
+    if ruled is not None:
+        return ruled
     f = pair_features(old, new, cos, rank, df, n_docs, cover)
     p = probability(f)
     idf = _idf(df, n_docs)
@@ -731,7 +740,8 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
     pairs = [p for p in pairs if all(m in meta and (meta[m].at is None or meta[m].at <= horizon) for m in p[:2])]
     listed = enumerations(pairs, meta)
     pairs = [p for p in pairs if p[0] in meta and p[1] in meta and p[1] not in listed]
-    covers = pair_covers(con, [p[:2] for p in pairs])
+    # token vectors are read only for the pairs the model scores (not those a rule decides)
+    covers = pair_covers(con, [p[:2] for p in pairs if by_rule(meta[p[0]], meta[p[1]], p[2]) is None], n_docs)
     scored: dict[tuple[str, str], tuple[float, str, bool]] = {}
     for old, new, cos, rank in pairs:
         if (old, new) in scored:

@@ -451,6 +451,8 @@ def test_token_cover_is_the_lesser_mean_best_match_of_two_memories_tokens():
     assert token_cover(b, a) == pytest.approx(0.5)
     c = np.array([[0.6, 0.8], [1.0, 0.0]])
     assert token_cover(a, c) == pytest.approx(min((1.0 + 0.8) / 2, (0.8 + 1.0) / 2))
+    # weighted (pair_covers passes each token's IDF): a rare uncovered token weighs more
+    assert token_cover(a, b, np.array([1.0, 3.0]), np.array([1.0])) == pytest.approx(0.25)
 
 
 def test_a_pair_whose_tokens_cover_each_other_scores_higher():
