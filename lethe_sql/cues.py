@@ -106,10 +106,12 @@ class QueryCues:
 
 # Words that put a question in the past: an earlier state, named outright...
 _PAST = re.compile(
-    r"\b(used to|previous(?:ly)?|originally|the original|initially|at first|at the (?:very )?(?:start|beginning)|"
+    r"\b((?<!\bis )(?<!\bare )(?<!\bbe )(?<!\bbeen )(?<!\bbeing )(?<!\bget )(?<!\bgets )(?<!\bgot )used to|"
+    r"previous(?:ly)?|originally|the original|initially|at first|at the (?:very )?(?:start|beginning)|"
     r"in the (?:very )?beginning|formerly|former|in the past|back (?:when|then)|no longer|any ?more|"
     r"at one point|at some point|started out|when we (?:were|was|tried|started|had|used|ran|first)|"
-    r"first (?:version|choice|plan|setup|attempt)|the old|an old|older|"
+    r"first (?:version|choice|plan|setup|attempt)|the old|an old|"
+    r"older (?:\w+ )?(?:version|release|build|board|model|setup|config\w*|revision|firmware|hardware)s?|"
     r"before (?:the|we|our) [\w .-]{0,40}?(?:change|switch|move|migration|upgrade|cutover|rename|rewrite)|"
     r"why did (?:we|they|you|i) (?:drop|switch|move|replace|stop|abandon|remove|change|leave|migrate|ditch|give up))\b"
     r"|^\W*before\b|\bbefore\W*$",

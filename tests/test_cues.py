@@ -20,6 +20,20 @@ def test_when_questions(query, temporal):
     assert analyze(query).temporal is temporal
 
 
+@pytest.mark.parametrize("query, earlier", [
+    ("Who used to handle the store releases?", True),
+    ("What did the idle reset timer used to be set to?", True),
+    ("Which Grafana plugin is used to query ClickHouse?", False),   # passive "is used to": the present
+    ("Which tool gets used to sign builds?", False),
+    ("What config filename did older knurl versions look for?", True),
+    ("How long are raw events kept, and where do older ones live?", False),  # older data, not an older state
+    ("Which port did staging Postgres use before the migration?", True),
+])
+def test_questions_that_ask_for_an_earlier_version(query, earlier):
+    assert analyze(query).earlier is earlier
+    assert analyze(query).present is not earlier
+
+
 def test_periods_a_question_names():
     assert analyze("What did Gina find on 1 February, 2023?").period == Period(datetime(2023, 1, 31),
                                                                                  datetime(2023, 2, 3))
