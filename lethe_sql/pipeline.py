@@ -181,16 +181,17 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
 def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     """What ``supersede_order`` reorders by, for a question with these ``cues``: about the
     present, each superseded candidate is replaced by what supersedes it, and by newer
-    memories among the top ``PROMOTE_TOP`` that detection scored at ``PROMOTE_AT`` against
-    it (``revisions.promotions``; over a memory that itself supersedes another, only one
-    the question finds about as relevant: ``PROMOTE_HEAD_MARGIN``); asking outright for
-    an earlier version, each superseding candidate gives way to the versions it
-    superseded; otherwise None (history as is).
+    memories among the top ``PROMOTE_TOP`` that detection scored against it
+    (``revisions.promotions``): at ``PROMOTE_AT``, or at ``PROMOTE_WEAK_AT`` when the
+    question finds the newer one about as relevant (``PROMOTE_MARGIN``); over a memory
+    that itself supersedes another, always only then. Asking outright for an earlier
+    version, each superseding candidate gives way to the versions it superseded; otherwise
+    None (history as is).
     A pair is left alone when the question names the older memory apart from the newer
     one (an identifier it holds and the newer does not: "fact number 5123", "is it still
-    on pg-stg-1?"): the question asks for that one. A weak pair (a promotion) of two
-    memories written on one day is left alone too: notes written an hour apart with
-    bodies alike are more often two items of one list than a fact and its change."""
+    on pg-stg-1?"): the question asks for that one. A promotion of two memories written on
+    one day is left alone too: notes written an hour apart with bodies alike are more
+    often two items of one list than a fact and its change."""
     from . import revisions
 
     if cues.present:
@@ -202,9 +203,10 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
             top = ordered[:revisions.PROMOTE_TOP]
             score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
             day = {c.id: c.created_at.date() if c.created_at else None for c in top}
-            pairs += [(old, new) for old, new in promotions(con, [c.id for c in top])
-                      if (old not in heads or score[new] >= score[old] - revisions.PROMOTE_HEAD_MARGIN)
-                      and (day[old] is None or day[old] != day[new])]
+            for (old, new), p in promotions(con, [c.id for c in top]).items():
+                close = score[new] >= score[old] - revisions.PROMOTE_MARGIN
+                if (close or (p >= revisions.PROMOTE_AT and old not in heads)) and (day[old] is None or day[old] != day[new]):
+                    pairs.append((old, new))
             for old, new in pairs:
                 if old in text and new in text and revisions.named_apart(query, text[old], text[new]):
                     continue

@@ -46,13 +46,21 @@ LINK_AT = 0.3
 #: ``PROMOTE_TOP`` first when their pair scored at least this (no link is recorded)
 PROMOTE_AT = 0.07
 PROMOTE_TOP = 10
-#: ...but over a memory that supersedes another (the current version a link found), only
-#: when the newer one's own final score is within this of it: a note that merely mentions
-#: the subject later ("health endpoints check Postgres") does not displace the answer a
-#: link vouches for ("Postgres moved to 5434"). In the blend's units (z-scores over the
-#: judged pool); chosen by leave-one-project-out over p01-p17 (cur@1 0.720 -> 0.742,
-#: n = 275; bench/lever_study/README.md)
-PROMOTE_HEAD_MARGIN = 0.5
+#: ...or at least this, when the question finds the newer one about as relevant as the
+#: older (``PROMOTE_MARGIN``): a pair scored this low is rarely a revision (2% of the
+#: candidate pairs of p01-p33 scored 0.01-0.02 are), unless the question puts the two side
+#: by side. Leave-one-project-out over p01-p33 (n = 531 current / 400 past / 732 static):
+#: cur@1 0.759 -> 0.766, cur_first 0.934 -> 0.953, stale@1 0.036 -> 0.026, past@5 0.938
+#: -> 0.935, static@5 0.980 -> 0.977 (bench/lever_study/README.md)
+PROMOTE_WEAK_AT = 0.01
+#: the margin of "about as relevant": the newer memory's own final score at least the
+#: older's less this, in the blend's units (z-scores over the judged pool). Asked of a weak
+#: pair, and of any pair over a memory that supersedes another (the current version a
+#: link found): a note that merely mentions the subject later ("health endpoints check
+#: Postgres") does not displace the answer a link vouches for ("Postgres moved to 5434").
+#: Chosen by leave-one-project-out over p01-p17 (cur@1 0.720 -> 0.742, n = 275), when it
+#: was asked of the second kind only (``PROMOTE_HEAD_MARGIN`` until 2026-11-24)
+PROMOTE_MARGIN = 0.5
 
 _WORD = re.compile(r"\w+")
 _HEX = re.compile(r"^[0-9a-f]{4,16}$")
@@ -820,19 +828,19 @@ def redetect(con, warnings: list[str]) -> int:
     return _detect(con, ids, mat, graph, vetoes) if ids else 0
 
 
-def promotions(con, ids: Sequence[str]) -> set[tuple[str, str]]:
-    """Scored pairs among ``ids`` at ``PROMOTE_AT`` or more: (old, new)."""
+def promotions(con, ids: Sequence[str]) -> dict[tuple[str, str], float]:
+    """Scored pairs among ``ids`` at ``PROMOTE_WEAK_AT`` or more: (old, new) -> score."""
     ids = [i for i in ids if i]
     if len(ids) < 2:
-        return set()
+        return {}
     from .judges import ids_literal
 
     lit = ids_literal(sorted(set(ids)))
-    return {(o, n) for o, n in con.execute(
-        """SELECT old_id, new_id FROM revision_candidates
+    return {(o, n): float(s) for o, n, s in con.execute(
+        """SELECT old_id, new_id, score FROM revision_candidates
            WHERE list_contains(CAST($1 AS VARCHAR[]), old_id) AND list_contains(CAST($1 AS VARCHAR[]), new_id)
              AND score >= $2""",
-        [lit, PROMOTE_AT],
+        [lit, min(PROMOTE_WEAK_AT, PROMOTE_AT)],
     ).fetchall()}
 
 

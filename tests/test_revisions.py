@@ -256,6 +256,35 @@ def test_a_weak_pair_promotes_a_newer_memory_but_not_over_the_answer_a_link_vouc
     assert got.index(id_of(cache)) < got.index(id_of(redis))
 
 
+def test_a_pair_scored_under_the_promotion_threshold_promotes_only_beside_an_equal(project):
+    """A pair scored at ``PROMOTE_WEAK_AT`` (but under ``PROMOTE_AT``) puts the newer memory
+    first only when the question finds it about as relevant as the older one
+    (``PROMOTE_MARGIN``); a pair scored under ``PROMOTE_WEAK_AT`` never does; a pair at
+    ``PROMOTE_AT`` does either way."""
+    old = ("Client crash reports go to Unity Cloud Diagnostics: turn it on in the Services window, "
+           "crashes show in the Unity dashboard.")
+    new = "Client crash reports are sent to Sentry through sentry-unity 2.1; debug symbols are uploaded by the CI job."
+    write(project.memory_dir / "2026-03-06.md", f"## 10:00 crash reporting\n{old}\n## 11:00 build machine\n"
+          "The macOS builds run on the Mac mini in the office, Jenkins agent mac-01.\n")
+    write(project.memory_dir / "2026-03-18.md", f"## 09:00 crashes\n{new}\n## 10:00 lobby\nThe lobby shows at most 8 rooms per page.\n")
+    project.index()
+    con = project.con
+    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
+    side_by_side = "where do crash reports from the client go?"
+    old_wording = "how do I turn on Cloud Diagnostics in the Services window?"
+
+    def first(score, q):
+        con.execute("DELETE FROM revision_candidates")
+        con.execute("INSERT INTO revision_candidates VALUES (?, ?, ?)", [id_of(old), id_of(new), score])
+        got = [h.id for h in project.search(q, learn=False, top_k=4)]
+        assert {id_of(old), id_of(new)} <= set(got)
+        return "new" if got.index(id_of(new)) < got.index(id_of(old)) else "old"
+
+    assert [first(0.005, side_by_side), first(0.005, old_wording)] == ["old", "old"]
+    assert [first(0.03, side_by_side), first(0.03, old_wording)] == ["new", "old"]
+    assert [first(0.2, side_by_side), first(0.2, old_wording)] == ["new", "new"]
+
+
 def test_a_marker_declares_a_link_and_a_rebuild_from_the_markdown_restores_it(project):
     a, b = "We deploy on Tuesdays and Thursdays.", "Deploys happen on every merge to main."
     write(project.memory_dir / "2026-02-01.md", f"## 09:00 deploys\n{a}\n")

@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--projects", default=FIT)
     ap.add_argument("--promote-at", type=float, default=R.PROMOTE_AT)
     ap.add_argument("--link-at", type=float, default=R.LINK_AT)
-    ap.add_argument("--head-margin", type=float, default=R.PROMOTE_HEAD_MARGIN)
+    ap.add_argument("--head-margin", type=float, default=R.PROMOTE_MARGIN)
     ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
     a = ap.parse_args()
     from lethe_bench.runner import make_embedder
@@ -51,7 +51,7 @@ def main() -> None:
     ids = a.projects.split(",")
     per = {p: pairs([p], emb) for p in ids}
     C = conversation_pairs(Path(a.locomo), emb, sum(len(X) for X, _ in per.values()))
-    R.PROMOTE_AT, R.LINK_AT, R.PROMOTE_HEAD_MARGIN = a.promote_at, a.link_at, a.head_margin
+    R.PROMOTE_AT, R.LINK_AT, R.PROMOTE_MARGIN = a.promote_at, a.link_at, a.head_margin
     scores: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for p in U.load(REPO / "bench" / "data" / "updates", ids):
