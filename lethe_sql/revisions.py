@@ -101,20 +101,20 @@ FEATURES = ("cos", "near", "covers_old", "covers_new", "rarest_shared", "change_
             "gap", "jaccard", "same_heading", "shared_identifiers", "short", "value_changed", "title_change",
             "token_cover")
 # A logistic model over the standardised features, fitted on the development update sets
-# projects p01-p29 (bench/data/updates, dev-a to dev-h; dev-i is held out) with LoCoMo
-# conversation pairs as negatives (bench/lever_study/revision_fit.py --projects p01,...,p29
-# prints these; 8,438 candidate pairs, 716 true).
-_MEAN = (0.5085, 0.3505, 0.1131, 0.1034, 0.2428, 0.3679, 0.0004, 0.6550, 0.0845, 0.2716, 0.0207, 0.0151, 0.1730, 0.0988, 0.3750)
-_SD = (0.1419, 0.2943, 0.1106, 0.1051, 0.1321, 0.4822, 0.0204, 0.2497, 0.0702, 0.2549, 0.0941, 0.1218, 0.3783, 0.2984, 0.0792)
-_WEIGHTS = (-1.2178, 1.0902, 1.3272, 0.4636, -0.4739, 1.5259, 0.0581, 0.6790, -1.1879, 0.4990, 0.3323, -0.4630, 0.4442, 0.2783, 1.4819)
-_BIAS = -6.4905
+# projects p01-p33 (bench/data/updates, dev-a to dev-i; dev-j is held out) with LoCoMo
+# conversation pairs as negatives (bench/lever_study/revision_fit.py --projects p01,...,p33
+# prints these; 9,632 candidate pairs, 820 true).
+_MEAN = (0.5085, 0.3509, 0.1128, 0.1033, 0.2429, 0.3695, 0.0004, 0.6511, 0.0844, 0.2710, 0.0219, 0.0152, 0.1741, 0.0993, 0.3752)
+_SD = (0.1420, 0.2947, 0.1103, 0.1050, 0.1319, 0.4827, 0.0191, 0.2515, 0.0702, 0.2545, 0.0967, 0.1222, 0.3792, 0.2991, 0.0790)
+_WEIGHTS = (-1.3012, 1.0897, 1.3416, 0.4660, -0.4903, 1.5663, 0.0554, 0.6394, -1.2178, 0.5020, 0.3172, -0.4654, 0.4653, 0.2780, 1.6028)
+_BIAS = -6.5949
 # The same fit without ``token_cover``: for a pair whose memories have no token vectors (a
 # store indexed with ``token_index=False``).
 _NO_COVER = (
-    (0.5085, 0.3505, 0.1131, 0.1034, 0.2428, 0.3679, 0.0004, 0.6550, 0.0845, 0.2716, 0.0207, 0.0151, 0.1730, 0.0988),
-    (0.1419, 0.2943, 0.1106, 0.1051, 0.1321, 0.4822, 0.0204, 0.2497, 0.0702, 0.2549, 0.0941, 0.1218, 0.3783, 0.2984),
-    (-0.1693, 1.1950, 1.2747, 0.8857, -0.3704, 1.6307, 0.0629, 0.6308, -1.0262, 0.4782, 0.4183, -0.6706, 0.6021, 0.3198),
-    -6.2953,
+    (0.5085, 0.3509, 0.1128, 0.1033, 0.2429, 0.3695, 0.0004, 0.6511, 0.0844, 0.2710, 0.0219, 0.0152, 0.1741, 0.0993),
+    (0.1420, 0.2947, 0.1103, 0.1050, 0.1319, 0.4827, 0.0191, 0.2515, 0.0702, 0.2545, 0.0967, 0.1222, 0.3792, 0.2991),
+    (-0.1588, 1.1962, 1.2822, 0.9313, -0.3763, 1.6686, 0.0605, 0.5854, -1.0402, 0.4668, 0.3986, -0.6831, 0.6487, 0.3087),
+    -6.3504,
 )
 
 
