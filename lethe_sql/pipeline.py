@@ -191,7 +191,11 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     one (an identifier it holds and the newer does not: "fact number 5123", "is it still
     on pg-stg-1?"): the question asks for that one. A promotion of two memories written on
     one day is left alone too: notes written an hour apart with bodies alike are more
-    often two items of one list than a fact and its change."""
+    often two items of one list than a fact and its change. And a weak pair of two lines
+    of one speaker (conversation turns, ``revisions.speaker``) is no promotion: a person's
+    chat lines weeks apart share their words (in LoCoMo's conversations one candidate
+    pair in ten scores at ``PROMOTE_WEAK_AT``), and what they say later rarely corrects
+    what they said before."""
     from . import revisions
 
     if cues.present:
@@ -204,8 +208,12 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
             score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
             day = {c.id: c.created_at.date() if c.created_at else None for c in top}
             for (old, new), p in promotions(con, [c.id for c in top]).items():
-                close = score[new] >= score[old] - revisions.PROMOTE_MARGIN
-                if (close or (p >= revisions.PROMOTE_AT and old not in heads)) and (day[old] is None or day[old] != day[new]):
+                if day[old] is not None and day[old] == day[new]:
+                    continue
+                if p >= revisions.PROMOTE_AT:
+                    if old not in heads or score[new] >= score[old] - revisions.PROMOTE_MARGIN:
+                        pairs.append((old, new))
+                elif score[new] >= score[old] - revisions.PROMOTE_MARGIN and not _one_speaker(text[old], text[new]):
                     pairs.append((old, new))
             for old, new in pairs:
                 if old in text and new in text and revisions.named_apart(query, text[old], text[new]):
@@ -221,6 +229,14 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
                 out.setdefault(new, set()).add(old)
         return out
     return None
+
+
+def _one_speaker(a: str, b: str) -> bool:
+    """Both texts are lines of one speaker ("Caroline: ...")."""
+    from .revisions import speaker
+
+    s = speaker(a)
+    return bool(s) and s == speaker(b)
 
 
 #: current versions pulled into a pool for its superseded candidates, at most

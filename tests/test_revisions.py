@@ -285,6 +285,33 @@ def test_a_pair_scored_under_the_promotion_threshold_promotes_only_beside_an_equ
     assert [first(0.2, side_by_side), first(0.2, old_wording)] == ["new", "new"]
 
 
+def test_a_weak_pair_of_one_speakers_lines_is_no_promotion(project):
+    """Two chat lines of one speaker weeks apart, about equally relevant: a pair scored
+    under ``PROMOTE_AT`` leaves them in the question's order; a pair at ``PROMOTE_AT``
+    still promotes the later line."""
+    old = "Maya: crash reports from the game client go to Unity Cloud Diagnostics, in the Unity dashboard."
+    new = "Maya: crash reports from the game client are sent to Sentry, with symbols from CI."
+    fill = ["Omar: the macOS builds run on the Mac mini in the office.", "Omar: the lobby shows 8 rooms per page.",
+            "Omar: matchmaking waits 30 seconds before widening the skill range.",
+            "Omar: the art team exports textures at 2k.", "Omar: nightly builds upload to the R2 bucket.",
+            "Omar: the tutorial has five steps."]
+    write(project.memory_dir / "2026-03-06.md",
+          f"## 10:00 chat\n{old}\n" + "".join(f"## 11:0{i} chat\n{t}\n" for i, t in enumerate(fill[:3])))
+    write(project.memory_dir / "2026-03-18.md",
+          f"## 09:00 chat\n{new}\n" + "".join(f"## 10:0{i} chat\n{t}\n" for i, t in enumerate(fill[3:])))
+    project.index()
+    con = project.con
+    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
+
+    def order(score):
+        con.execute("DELETE FROM revision_candidates")
+        con.execute("INSERT INTO revision_candidates VALUES (?, ?, ?)", [id_of(old), id_of(new), score])
+        got = [h.id for h in project.search("where do crash reports from the game client go?", learn=False, top_k=4)]
+        return "new" if got.index(id_of(new)) < got.index(id_of(old)) else "old"
+
+    assert [order(0.0), order(0.03), order(0.2)] == ["old", "old", "new"]
+
+
 def test_a_marker_declares_a_link_and_a_rebuild_from_the_markdown_restores_it(project):
     a, b = "We deploy on Tuesdays and Thursdays.", "Deploys happen on every merge to main."
     write(project.memory_dir / "2026-02-01.md", f"## 09:00 deploys\n{a}\n")
