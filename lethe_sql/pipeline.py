@@ -184,9 +184,10 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     memories among the top ``PROMOTE_TOP`` that detection scored against it
     (``revisions.promotions``): at ``PROMOTE_AT``, or at ``PROMOTE_WEAK_AT`` when the
     question finds the newer one about as relevant (``PROMOTE_MARGIN``); over a memory
-    that itself supersedes another, always only then. Asking outright for an earlier
-    version, each superseding candidate gives way to the versions it superseded; otherwise
-    None (history as is).
+    that itself supersedes another, only then, unless both supersede one memory (two
+    versions of its subject: the later is the later version). Asking outright for an
+    earlier version, each superseding candidate gives way to the versions it superseded;
+    otherwise None (history as is).
     A pair is left alone when the question names the older memory apart from the newer
     one (an identifier it holds and the newer does not: "fact number 5123", "is it still
     on pg-stg-1?"): the question asks for that one. A promotion of two memories written on
@@ -204,6 +205,7 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
             out: dict[str, set] = {}
             pairs = [(old, new) for old, s in stale.items() for new in s.ids]
             heads = {new for _, new in pairs}  # the pool's superseding memories
+            siblings = {(a, b) for s in stale.values() for a in s.ids for b in s.ids if a != b}
             top = ordered[:revisions.PROMOTE_TOP]
             score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
             day = {c.id: c.created_at.date() if c.created_at else None for c in top}
@@ -211,7 +213,7 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
                 if day[old] is not None and day[old] == day[new]:
                     continue
                 if p >= revisions.PROMOTE_AT:
-                    if old not in heads or score[new] >= score[old] - revisions.PROMOTE_MARGIN:
+                    if old not in heads or (old, new) in siblings or score[new] >= score[old] - revisions.PROMOTE_MARGIN:
                         pairs.append((old, new))
                 elif score[new] >= score[old] - revisions.PROMOTE_MARGIN and not _one_speaker(text[old], text[new]):
                     pairs.append((old, new))

@@ -312,6 +312,34 @@ def test_a_weak_pair_of_one_speakers_lines_is_no_promotion(project):
     assert [order(0.0), order(0.03), order(0.2)] == ["old", "old", "new"]
 
 
+def test_of_two_versions_that_supersede_one_memory_the_later_comes_first(project):
+    """A -> B and A -> C (both supersede A), and B, C scored as a pair at ``PROMOTE_AT``:
+    a question about the present puts C above B even when it finds B far more relevant
+    (a firmware rolled back to the first version); without the pair, the question's
+    order stands."""
+    a = "All MC-2 motor boards run firmware 2.3.1, flashed with tarn-fw from a dock."
+    b = "Kofi flashed MC-2 firmware 2.4.0 onto all motor boards in tonight's deploy window."
+    c = "Encoder scaling broke on the new build: every board is back on 2.3.1 as of tonight."
+    write(project.memory_dir / "2026-03-06.md", f"## 10:00 motor firmware\n{a}\n")
+    write(project.memory_dir / "2026-03-19.md",
+          f"## 22:00 firmware update\n{b}\n<!-- lethe supersedes={id_of(a)[:8]} -->\n")
+    write(project.memory_dir / "2026-03-24.md",
+          f"## 23:00 rolled back\n{c}\n<!-- lethe supersedes={id_of(a)[:8]} -->\n")
+    project.index()
+    con = project.con
+    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
+    assert {(o, n) for o, n, _ in links(project)} == {(id_of(a), id_of(b)), (id_of(a), id_of(c))}
+
+    def order(score):
+        con.execute("DELETE FROM revision_candidates")
+        con.execute("INSERT INTO revision_candidates VALUES (?, ?, ?)", [id_of(b), id_of(c), score])
+        got = [h.id for h in project.search("which firmware is on the motor boards after Kofi's deploy window flash", learn=False)]
+        return [{id_of(a): "a", id_of(b): "b", id_of(c): "c"}[i] for i in got if i in (id_of(a), id_of(b), id_of(c))]
+
+    assert order(0.0) == ["b", "c", "a"]
+    assert order(0.2) == ["c", "b", "a"]
+
+
 def test_a_marker_declares_a_link_and_a_rebuild_from_the_markdown_restores_it(project):
     a, b = "We deploy on Tuesdays and Thursdays.", "Deploys happen on every merge to main."
     write(project.memory_dir / "2026-02-01.md", f"## 09:00 deploys\n{a}\n")
