@@ -212,10 +212,12 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
             for (old, new), p in promotions(con, [c.id for c in top]).items():
                 if day[old] is not None and day[old] == day[new]:
                     continue
+                close = score[new] >= score[old] - revisions.PROMOTE_MARGIN
                 if p >= revisions.PROMOTE_AT:
-                    if old not in heads or (old, new) in siblings or score[new] >= score[old] - revisions.PROMOTE_MARGIN:
-                        pairs.append((old, new))
-                elif score[new] >= score[old] - revisions.PROMOTE_MARGIN and not _one_speaker(text[old], text[new]):
+                    promote = close or old not in heads or (old, new) in siblings
+                else:
+                    promote = close and not revisions.one_speaker(text[old], text[new])
+                if promote:
                     pairs.append((old, new))
             for old, new in pairs:
                 if old in text and new in text and revisions.named_apart(query, text[old], text[new]):
@@ -231,14 +233,6 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
                 out.setdefault(new, set()).add(old)
         return out
     return None
-
-
-def _one_speaker(a: str, b: str) -> bool:
-    """Both texts are lines of one speaker ("Caroline: ...")."""
-    from .revisions import speaker
-
-    s = speaker(a)
-    return bool(s) and s == speaker(b)
 
 
 #: current versions pulled into a pool for its superseded candidates, at most

@@ -380,6 +380,12 @@ def speaker(text: str) -> str:
     return name.lower() if name.lower() in _ROLES else name
 
 
+def one_speaker(a: str, b: str) -> bool:
+    """Both texts are lines of one speaker ("Caroline: ...", ``speaker``)."""
+    s = speaker(a)
+    return bool(s) and s == speaker(b)
+
+
 _TURN = re.compile(r"^([A-Za-z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):[ \t]", re.M)
 
 

@@ -25,6 +25,14 @@ def links(store):
     return sorted(store.con.execute("SELECT old_id, new_id, origin FROM revisions").fetchall())
 
 
+def ranked_under_pair(store, pair, score, question, names, top_k=10):
+    """``names`` (id -> name) in the order ``question`` ranks them once detection's only
+    scored pair is ``pair`` (old id, new id) at ``score``."""
+    store.con.execute("DELETE FROM revision_candidates")
+    store.con.execute("INSERT INTO revision_candidates VALUES (?, ?, ?)", [*pair, score])
+    return [names[h.id] for h in store.search(question, learn=False, top_k=top_k) if h.id in names]
+
+
 # -- the pure pieces ------------------------------------------------------------------
 
 
@@ -268,17 +276,14 @@ def test_a_pair_scored_under_the_promotion_threshold_promotes_only_beside_an_equ
           "The macOS builds run on the Mac mini in the office, Jenkins agent mac-01.\n")
     write(project.memory_dir / "2026-03-18.md", f"## 09:00 crashes\n{new}\n## 10:00 lobby\nThe lobby shows at most 8 rooms per page.\n")
     project.index()
-    con = project.con
-    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
+    project.con.execute("DELETE FROM revisions WHERE origin = 'detected'")
     side_by_side = "where do crash reports from the client go?"
     old_wording = "how do I turn on Cloud Diagnostics in the Services window?"
 
     def first(score, q):
-        con.execute("DELETE FROM revision_candidates")
-        con.execute("INSERT INTO revision_candidates VALUES (?, ?, ?)", [id_of(old), id_of(new), score])
-        got = [h.id for h in project.search(q, learn=False, top_k=4)]
-        assert {id_of(old), id_of(new)} <= set(got)
-        return "new" if got.index(id_of(new)) < got.index(id_of(old)) else "old"
+        got = ranked_under_pair(project, (id_of(old), id_of(new)), score, q, {id_of(old): "old", id_of(new): "new"}, 4)
+        assert len(got) == 2
+        return got[0]
 
     assert [first(0.005, side_by_side), first(0.005, old_wording)] == ["old", "old"]
     assert [first(0.03, side_by_side), first(0.03, old_wording)] == ["new", "old"]
@@ -300,16 +305,13 @@ def test_a_weak_pair_of_one_speakers_lines_is_no_promotion(project):
     write(project.memory_dir / "2026-03-18.md",
           f"## 09:00 chat\n{new}\n" + "".join(f"## 10:0{i} chat\n{t}\n" for i, t in enumerate(fill[3:])))
     project.index()
-    con = project.con
-    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
+    project.con.execute("DELETE FROM revisions WHERE origin = 'detected'")
 
     def order(score):
-        con.execute("DELETE FROM revision_candidates")
-        con.execute("INSERT INTO revision_candidates VALUES (?, ?, ?)", [id_of(old), id_of(new), score])
-        got = [h.id for h in project.search("where do crash reports from the game client go?", learn=False, top_k=4)]
-        return "new" if got.index(id_of(new)) < got.index(id_of(old)) else "old"
+        return ranked_under_pair(project, (id_of(old), id_of(new)), score, "where do crash reports from the game client go?",
+                                 {id_of(old): "old", id_of(new): "new"}, 4)
 
-    assert [order(0.0), order(0.03), order(0.2)] == ["old", "old", "new"]
+    assert [order(0.0), order(0.03), order(0.2)] == [["old", "new"], ["old", "new"], ["new", "old"]]
 
 
 def test_of_two_versions_that_supersede_one_memory_the_later_comes_first(project):
@@ -326,15 +328,13 @@ def test_of_two_versions_that_supersede_one_memory_the_later_comes_first(project
     write(project.memory_dir / "2026-03-24.md",
           f"## 23:00 rolled back\n{c}\n<!-- lethe supersedes={id_of(a)[:8]} -->\n")
     project.index()
-    con = project.con
-    con.execute("DELETE FROM revisions WHERE origin = 'detected'")
+    project.con.execute("DELETE FROM revisions WHERE origin = 'detected'")
     assert {(o, n) for o, n, _ in links(project)} == {(id_of(a), id_of(b)), (id_of(a), id_of(c))}
 
     def order(score):
-        con.execute("DELETE FROM revision_candidates")
-        con.execute("INSERT INTO revision_candidates VALUES (?, ?, ?)", [id_of(b), id_of(c), score])
-        got = [h.id for h in project.search("which firmware is on the motor boards after Kofi's deploy window flash", learn=False)]
-        return [{id_of(a): "a", id_of(b): "b", id_of(c): "c"}[i] for i in got if i in (id_of(a), id_of(b), id_of(c))]
+        return ranked_under_pair(project, (id_of(b), id_of(c)), score,
+                                 "which firmware is on the motor boards after Kofi's deploy window flash",
+                                 {id_of(a): "a", id_of(b): "b", id_of(c): "c"})
 
     assert order(0.0) == ["b", "c", "a"]
     assert order(0.2) == ["c", "b", "a"]
