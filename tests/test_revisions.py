@@ -522,6 +522,10 @@ def test_a_question_naming_a_thing_is_not_a_question_naming_the_old_value():
     assert named_apart("Is the storefront still on 14?", old, new)
     assert named_apart("is the worker pool still on pg-stg-1?", "Worker pool is pg-stg-1.", "Worker pool moved to pg-stg-2.")
     assert named_apart("where is fact number 5123", "fact number 5123 about service s3", "fact number 5124 about service s3")
+    # a name with a digit that the newer note has no other value for names the thing
+    old, new = "Raw zips are archived in R2 bucket feed-raw.", "The archive bucket is feed-archive now."
+    assert not named_apart("Which R2 bucket archives the raw zips?", old, new)
+    assert named_apart("Is it still bucket feed-raw-2?", "Bucket is feed-raw-2.", "Bucket is feed-raw-3 now.")
 
 
 def test_token_cover_is_the_lesser_mean_best_match_of_two_memories_tokens():
