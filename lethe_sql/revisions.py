@@ -241,6 +241,13 @@ def _shape(value: str) -> str:
     return _LETTERS.sub("a", _DIGITS.sub("9", value))
 
 
+def _skeleton(value: str) -> str:
+    """A value with its digit runs blanked: two values of one named thing share it
+    ("pg-stg-1" and "pg-stg-2" are "pg-stg-#", "5123" and "5124" are "#"; "s3" and "v2"
+    differ, where their ``_shape`` is one)."""
+    return _DIGITS.sub("#", value)
+
+
 def value_changed(old_text: str, new_text: str) -> bool:
     """Whether a value of one shape was swapped: the older text holds a value with a digit
     (an identifier: a version, a port, a host, a size) that the newer one lacks, and the
@@ -255,9 +262,6 @@ def value_changed(old_text: str, new_text: str) -> bool:
 #: linear, and far outside what it was fitted on (a two-word chat turn whose words all
 #: recur, a gap of years) a linear score means nothing
 CLIP_Z = 3.0
-
-
-_DIGIT_RUN = re.compile(r"\d+")
 
 
 def named_apart(query, old_text: str, new_text: str) -> bool:
@@ -279,8 +283,8 @@ def named_apart(query, old_text: str, new_text: str) -> bool:
     if not q:
         return False
     old, new = _id_parts(old_text), _id_parts(new_text)
-    shapes = {_DIGIT_RUN.sub("#", y) for y in new - old}
-    return any(x in old and x not in new and _DIGIT_RUN.sub("#", x) in shapes for x in q)
+    others = {_skeleton(y) for y in new - old}
+    return any(x in old and x not in new and _skeleton(x) in others for x in q)
 
 
 def probability(features: Sequence[float]) -> float:

@@ -43,20 +43,22 @@ def main() -> None:
     ap.add_argument("--promote-at", type=float, default=R.PROMOTE_AT)
     ap.add_argument("--link-at", type=float, default=R.LINK_AT)
     ap.add_argument("--head-margin", type=float, default=R.PROMOTE_MARGIN)
+    ap.add_argument("--per", help="write each question's scores here (JSON: id -> metrics)")
     ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
     a = ap.parse_args()
     from lethe_bench.runner import make_embedder
 
     emb = make_embedder(True, token_index=True)
     ids = a.projects.split(",")
-    per = {p: pairs([p], emb) for p in ids}
-    C = conversation_pairs(Path(a.locomo), emb, sum(len(X) for X, _ in per.values()))
+    fold = {p: pairs([p], emb) for p in ids}
+    C = conversation_pairs(Path(a.locomo), emb, sum(len(X) for X, _ in fold.values()))
     R.PROMOTE_AT, R.LINK_AT, R.PROMOTE_MARGIN = a.promote_at, a.link_at, a.head_margin
     scores: dict[str, list[float]] = {}
+    per: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for p in U.load(REPO / "bench" / "data" / "updates", ids):
-            Xs = [per[q][0] for q in per if q != p.id]
-            ys = [per[q][1] for q in per if q != p.id]
+            Xs = [fold[q][0] for q in fold if q != p.id]
+            ys = [fold[q][1] for q in fold if q != p.id]
             n = sum(len(x) for x in Xs)
             mu, sd, w, b = fit(np.concatenate(Xs + [C[:n]]), np.concatenate(ys + [np.zeros(min(n, len(C)))]))
             R._MEAN, R._SD, R._WEIGHTS, R._BIAS = tuple(mu), tuple(sd), tuple(w), float(b)
@@ -69,10 +71,16 @@ def main() -> None:
                 back = {v: k for k, v in U._ids(st, p).items()}
                 for q in p.queries:
                     out = st.search_outcome(q["question"], top_k=U.TOP_K, learn=False)
-                    for k, v in U._metrics(q, [back.get(c.id, c.id) for c in out.results]).items():
+                    m = U._metrics(q, [back.get(c.id, c.id) for c in out.results])
+                    per[q["id"]] = {"kind": q["kind"], **m}
+                    for k, v in m.items():
                         scores.setdefault(k, []).append(v)
             print(f"{p.id} done", file=sys.stderr)
     print(" ".join(f"{k} {np.mean(v):.3f} (n={len(v)})" for k, v in scores.items()))
+    if a.per:
+        import json
+
+        Path(a.per).write_text(json.dumps(per, indent=0))
 
 
 if __name__ == "__main__":
