@@ -565,3 +565,14 @@ def test_pair_covers_reads_the_stored_token_vectors(project):
     assert set(got) == {(ia, ib), (ia, ic)}  # an id without token vectors has no cover
     assert 0 < got[(ia, ic)] < got[(ia, ib)] <= 1
 
+
+
+def test_the_model_reads_each_feature_and_the_product_of_each_two():
+    """``model_inputs``: the features in order, then f[i] * f[j] for i < j; the shipped
+    constants (with and without ``token_cover``) have one weight per input."""
+    from lethe_sql import revisions as R
+
+    assert R.model_inputs([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0, 2.0, 3.0, 6.0]
+    n = len(R.FEATURES)
+    assert len(R._WEIGHTS) == len(R._MEAN) == len(R._SD) == n + n * (n - 1) // 2
+    assert len(R._NO_COVER[2]) == (n - 1) + (n - 1) * (n - 2) // 2

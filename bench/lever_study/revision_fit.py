@@ -102,9 +102,17 @@ def conversation_pairs(path: Path, emb, n: int, seed: int = 0) -> np.ndarray:
     return np.asarray(X)
 
 
+def inputs(X: np.ndarray) -> np.ndarray:
+    """Rows of pair features -> rows of the model's inputs (``revisions.model_inputs``)."""
+    return np.asarray([R.model_inputs(r) for r in X])
+
+
 def fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 4000, lr: float = 0.5):
+    """The model over ``inputs(X)``: (mean, sd, weights, bias), standardised and clipped at
+    ``CLIP_Z`` as ``revisions.probability`` reads them."""
+    X = inputs(X)
     mu, sd = X.mean(0), X.std(0) + 1e-9
-    Z = np.c_[(X - mu) / sd, np.ones(len(X))]
+    Z = np.c_[np.clip((X - mu) / sd, -R.CLIP_Z, R.CLIP_Z), np.ones(len(X))]
     w = np.zeros(Z.shape[1])
     for _ in range(iters):
         p = 1 / (1 + np.exp(-Z @ w))
@@ -115,9 +123,22 @@ def fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 4000, lr: fl
 def counts(X, y, model) -> tuple[int, int, int]:
     """(true, false, missed) links of ``model`` at ``LINK_AT`` on pairs ``X`` labelled ``y``."""
     mu, sd, w, b = model
-    p = 1 / (1 + np.exp(-(((X - mu) / sd) @ w + b)))
+    p = 1 / (1 + np.exp(-(np.clip((inputs(X) - mu) / sd, -R.CLIP_Z, R.CLIP_Z) @ w + b)))
     pred = p >= R.LINK_AT
     return int((pred & (y == 1)).sum()), int((pred & (y == 0)).sum()), int((~pred & (y == 1)).sum())
+
+
+def constant(name: str, xs, indent: int = 0) -> str:
+    """``name = (x, ...)`` (or the bare tuple when ``name`` is empty), wrapped at 100 columns."""
+    lines, line = [], " " * indent + (f"{name} = (" if name else "(")
+    for x in xs:
+        item = f"{x:.5g}, "
+        if len(line) + len(item) > 100:
+            lines.append(line.rstrip())
+            line = " " * (indent + 4)
+        line += item
+    lines.append(line.rstrip().rstrip(",") + ")")
+    return "\n".join(lines)
 
 
 def report(name: str, X, y, model) -> None:
@@ -142,15 +163,16 @@ def main() -> None:
         X, y = np.r_[X, C], np.r_[y, np.zeros(len(C))]
     model = fit(X, y)
     mu, sd, w, b = model
-    print("_MEAN = (" + ", ".join(f"{x:.4f}" for x in mu) + ")")
-    print("_SD = (" + ", ".join(f"{x:.4f}" for x in sd) + ")")
-    print("_WEIGHTS = (" + ", ".join(f"{x:.4f}" for x in w) + ")")
-    print(f"_BIAS = {b:.4f}")
-    print("# " + ", ".join(f"{n} {x:+.2f}" for n, x in zip(R.FEATURES, w)))
+    print(constant("_MEAN", mu))
+    print(constant("_SD", sd))
+    print(constant("_WEIGHTS", w))
+    print(f"_BIAS = {b:.5g}")
+    f = list(R.FEATURES)
+    names = f + [f"{f[i]}*{f[j]}" for i in range(len(f)) for j in range(i + 1, len(f))]
+    print("# largest weights: " + ", ".join(f"{names[k]} {w[k]:+.2f}" for k in np.argsort(-np.abs(w))[:12]))
     mu0, sd0, w0, b0 = fit(X[:, :-1], y)  # the model for memories without token vectors
-    print("_NO_COVER = (\n    (" + ", ".join(f"{x:.4f}" for x in mu0) + "),\n    ("
-          + ", ".join(f"{x:.4f}" for x in sd0) + "),\n    (" + ", ".join(f"{x:.4f}" for x in w0)
-          + f"),\n    {b0:.4f},\n)")
+    print("_NO_COVER = (\n" + constant("", mu0, 4) + ",\n" + constant("", sd0, 4) + ",\n" + constant("", w0, 4)
+          + f",\n    {b0:.5g},\n)")
     report("fit", X, y, model)
     if a.check:
         Xc, yc = pairs(a.check.split(","), emb)
