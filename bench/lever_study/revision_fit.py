@@ -1,6 +1,7 @@
-"""Fit the revision model (lethe_sql/revisions.py: _MEAN, _SD, _WEIGHTS, _BIAS) on the
-fit projects of the development update sets (``FIT``: p01-p17, dev-a to dev-e; dev-f is
-held out) and the tune conversations of LoCoMo dev7, and print the constants.
+"""Fit the revision model (lethe_sql/revisions.py: _MEAN, _SD, _WEIGHTS, _BIAS, _NO_COVER)
+on the fit projects of the development update sets (``FIT``: p01-p41, dev-a to dev-k; dev-l
+is held out) and the tune conversations of LoCoMo dev7, and print the constants. The model
+reads ``revisions.model_inputs``: the features and the product of each two.
 
     .venv/bin/python bench/lever_study/revision_fit.py [--projects p01,...,p17] \
         [--locomo ../shared/data/locomo/locomo-dev7.json.gz] [--check p03,...]
@@ -12,8 +13,8 @@ and past questions imply). Every pair of conversation turns is a negative: chat 
 of one speaker weeks apart share names and words, and are not revisions of each other;
 without them the model linked 14,000 LoCoMo turn pairs. A seeded sample of as many
 conversation pairs as there are update-set pairs is used. The model is an
-L2-regularised logistic regression on the standardised features (plain numpy,
-full-batch gradient descent, fixed iterations). ``--check`` prints precision and recall
+L2-regularised logistic regression on the standardised inputs, clipped at ``CLIP_Z`` as
+the product clips them (plain numpy, full-batch gradient descent, fixed iterations). ``--check`` prints precision and recall
 at LINK_AT on other projects: run it once, on the report projects, after the constants
 are fixed.
 """
@@ -36,9 +37,10 @@ from lethe_sql import MemoryStore, revisions as R  # noqa: E402
 #: the projects the shipped constants are fitted on (until 2026-11-24: the tune half
 #: p01,p02,p04,p05,p07 only; the report half and dev-d were then used for feature choice
 #: by leave-one-project-out, and joined the fit; dev-e, p14-p17, was the held-out check of
-#: the fourth session of 2026-11-24 and joined the fit in the fifth; dev-f, p18-p21, is
-#: the held-out check from then on)
-FIT = ",".join(f"p{i:02d}" for i in range(1, 18))
+#: the fourth session of 2026-11-24 and joined the fit in the fifth; and so on, each
+#: held-out set joining once a newer one existed: p01-p41 from 2026-11-25, with dev-l,
+#: p42-p45, held out; bench/data/updates/README.md keeps the history)
+FIT = ",".join(f"p{i:02d}" for i in range(1, 42))
 
 
 def pairs(project_ids: list[str], emb) -> tuple[np.ndarray, np.ndarray]:

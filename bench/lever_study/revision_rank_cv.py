@@ -16,7 +16,10 @@ design. Session 5 (p01-p17, n = 275 current): 13 features 0.713 / 0.942 / 0.033 
 0.036 / 0.036 / 0.044 (inf: 0.720 / 0.949 / 0.033). Session 6 (p01-p21, n = 339 current):
 0.764 / 0.938 / 0.035 / 0.930 / 0.980; with ``named_apart`` for identifiers with a digit
 (shipped) 0.767 / 0.944 / 0.029; with a fork rule besides (taken out: README there) 0.782 /
-0.956 / 0.021.
+0.956 / 0.021. Session 9 (2026-11-25, p01-p41, n = 659 current, ``--per`` for each
+question): the linear model 0.760 / 0.951 / 0.030 / 0.942 / 0.978; over the features and
+their products (``revisions.model_inputs``, shipped) 0.763 / 0.964 / 0.023 / 0.942 / 0.977,
+and on the folds of p34-p41 alone (n = 128) 0.766 / 0.938 / 0.047 -> 0.781 / 0.969 / 0.023.
 """
 
 from __future__ import annotations
