@@ -128,6 +128,14 @@ def test_demo_json(env):
     assert out["files"] >= 1 and out["entries"] >= out["files"]
     assert [s["query"] for s in out["searches"]][0] == "why did the staging deploy fail"
     assert all(len(s["results"]) == 1 for s in out["searches"])
+    # the answers a newcomer sees first: the current versions (the moved Postgres port, the
+    # decision that replaced the first retry policy), not a follow-up note linked by mistake
+    assert [s["results"][0]["heading"] for s in out["searches"]] == [
+        "09:41 staging deploy failed",
+        "09:20 pgbouncer in the dev compose, postgres moved",
+        "Decision: jitter, a 60 s cap, and no second chance for bad events",
+        "09:41 why the partial refund test kept breaking",
+    ]
     assert out["root"] is None  # a temporary folder, gone
 
 

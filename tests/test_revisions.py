@@ -544,13 +544,13 @@ def test_token_cover_is_the_lesser_mean_best_match_of_two_memories_tokens():
 
 
 def test_a_pair_whose_tokens_cover_each_other_scores_higher():
-    from lethe_sql.revisions import probability, pair_features
+    from lethe_sql.revisions import LINK_AT, probability, pair_features
 
     df = {"queue": 2, "retries": 2, "worker": 2}
     old = M("Worker retries failed jobs three times, then parks them.", datetime(2026, 3, 1), "10:00 retries")
     new = M("Jobs that fail are now retried five times before they are parked.", datetime(2026, 4, 1), "09:00 retry policy")
     low, high = (probability(pair_features(old, new, 0.7, 0, df, 50, cover)) for cover in (0.35, 0.6))
-    assert low < 0.3 < high  # LINK_AT
+    assert low < LINK_AT < high
 
 
 def test_pair_covers_reads_the_stored_token_vectors(project):
