@@ -20,7 +20,7 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -92,6 +92,21 @@ def append_section(memory_dir: Path, path: Path, section: str, *, unless: str | 
             return True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+#: how far ahead of the clock the newest memory may be for ``_after_latest`` to follow it
+STAMP_AHEAD = timedelta(seconds=60)
+
+
+def _after_latest(con, now: datetime) -> datetime:
+    """The time ``lethe add`` stamps a memory with: ``now``, or one second after the newest
+    memory stamped from ``now`` to ``STAMP_AHEAD`` ahead (one dated days ahead by hand is not
+    followed). Two
+    adds within one second ("port 5433", then "port 5434") would otherwise carry one time,
+    and memories of one time are not ordered, so the second could never revise the first."""
+    latest = con.execute("SELECT max(created_at) FROM entries WHERE created_at >= ? AND created_at < ?",
+                         [now, now + STAMP_AHEAD]).fetchone()[0]
+    return now if latest is None else latest.replace(microsecond=0) + timedelta(seconds=1)
 
 
 def _as_section(text: str, when: datetime, heading: str | None, supersedes: Sequence[str] = ()) -> str:
@@ -550,7 +565,8 @@ class MemoryStore:
         redacted = body.count + (head.count if head else 0)
         if not text.strip():
             raise UsageError("nothing to add: the memory is empty once its <private> spans are removed")
-        when = when or datetime.now()
+        stamped = when is None  # lethe stamps the time itself (to the second)
+        when = when or datetime.now().replace(microsecond=0)
         path = self.memory_dir / f"{when:%Y-%m-%d}.md"
         probe = parse(_as_section(text, when, heading), path.name)
         if not probe:
@@ -567,6 +583,9 @@ class MemoryStore:
         old = self._supersede_targets(new_id, supersedes)
         if not old and con.execute("SELECT count(*) FROM entries WHERE id = ?", [new_id]).fetchone()[0]:
             return AddResult(new_id, "duplicate", (), redacted, written=False)
+        if stamped:
+            when = _after_latest(con, when)
+            path = self.memory_dir / f"{when:%Y-%m-%d}.md"
         self.memory_dir.mkdir(parents=True, exist_ok=True)
         # A retry of an add whose first attempt wrote its section (and then failed to index)
         # finds it in today's file written by `lethe add`: it is not written twice.

@@ -341,3 +341,23 @@ def test_dated_facts_that_differ_in_a_number_are_each_found_first_by_their_numbe
         want = id_of(f"fact number {i} about service s{i % 17}")
         top = [h.id for h in project.search(f"fact number {i}", top_k=5, learn=False)]
         assert top[0] == want, (i, top)
+
+
+def test_an_add_in_the_same_second_as_the_newest_memory_comes_after_it(project):
+    """`lethe add` stamps to the second, and memories of one time are not ordered: a second
+    add is stamped one second after the newest memory when that is not older than the
+    clock, so it can revise the first (the issue's port example typed quickly)."""
+    from datetime import datetime, timedelta
+
+    ahead = datetime.now().replace(microsecond=0) + timedelta(seconds=10)  # as if added just now, twice
+    a = project.add_memory("Staging Postgres listens on port 5433.", when=ahead)
+    b = project.add_memory("Staging Postgres listens on port 5434.")
+    at = dict(project.con.execute("SELECT id, created_at FROM entries").fetchall())
+    assert at[b.id] == ahead + timedelta(seconds=1)
+    assert (b.status, b.revises) == ("revises", (a.id,))
+    # a memory far ahead of the clock (dated by hand) is not followed
+    far = datetime.now().replace(microsecond=0) + timedelta(days=3)
+    project.add_memory("The release freeze starts on Friday.", when=far)
+    c = project.add_memory("Grafana dashboards live in the ops folder.")
+    at = dict(project.con.execute("SELECT id, created_at FROM entries").fetchall())
+    assert at[c.id] == ahead + timedelta(seconds=2)
