@@ -101,9 +101,9 @@ STAMP_AHEAD = timedelta(seconds=60)
 def _after_latest(con, now: datetime) -> datetime:
     """The time ``lethe add`` stamps a memory with: ``now``, or one second after the newest
     memory stamped from ``now`` to ``STAMP_AHEAD`` ahead (one dated days ahead by hand is not
-    followed). Two
-    adds within one second ("port 5433", then "port 5434") would otherwise carry one time,
-    and memories of one time are not ordered, so the second could never revise the first."""
+    followed). Two adds within one second ("port 5433", then "port 5434") would otherwise
+    carry one time, and memories of one time are not ordered, so the second could never
+    revise the first."""
     latest = con.execute("SELECT max(created_at) FROM entries WHERE created_at >= ? AND created_at < ?",
                          [now, now + STAMP_AHEAD]).fetchone()[0]
     return now if latest is None else latest.replace(microsecond=0) + timedelta(seconds=1)

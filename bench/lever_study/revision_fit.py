@@ -109,12 +109,17 @@ def inputs(X: np.ndarray) -> np.ndarray:
     return np.asarray([R.model_inputs(r) for r in X])
 
 
+def standardised(inp: np.ndarray, mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Model inputs standardised and clipped at ``CLIP_Z``, as ``revisions.probability``
+    reads them."""
+    return np.clip((inp - mu) / sd, -R.CLIP_Z, R.CLIP_Z)
+
+
 def fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 4000, lr: float = 0.5):
-    """The model over ``inputs(X)``: (mean, sd, weights, bias), standardised and clipped at
-    ``CLIP_Z`` as ``revisions.probability`` reads them."""
+    """The model over ``inputs(X)``: (mean, sd, weights, bias) of ``standardised`` inputs."""
     X = inputs(X)
     mu, sd = X.mean(0), X.std(0) + 1e-9
-    Z = np.c_[np.clip((X - mu) / sd, -R.CLIP_Z, R.CLIP_Z), np.ones(len(X))]
+    Z = np.c_[standardised(X, mu, sd), np.ones(len(X))]
     w = np.zeros(Z.shape[1])
     for _ in range(iters):
         p = 1 / (1 + np.exp(-Z @ w))
@@ -125,7 +130,7 @@ def fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 4000, lr: fl
 def counts(X, y, model) -> tuple[int, int, int]:
     """(true, false, missed) links of ``model`` at ``LINK_AT`` on pairs ``X`` labelled ``y``."""
     mu, sd, w, b = model
-    p = 1 / (1 + np.exp(-(np.clip((inputs(X) - mu) / sd, -R.CLIP_Z, R.CLIP_Z) @ w + b)))
+    p = 1 / (1 + np.exp(-(standardised(inputs(X), mu, sd) @ w + b)))
     pred = p >= R.LINK_AT
     return int((pred & (y == 1)).sum()), int((pred & (y == 0)).sum()), int((~pred & (y == 1)).sum())
 
@@ -169,8 +174,8 @@ def main() -> None:
     print(constant("_SD", sd))
     print(constant("_WEIGHTS", w))
     print(f"_BIAS = {b:.5g}")
-    f = list(R.FEATURES)
-    names = f + [f"{f[i]}*{f[j]}" for i in range(len(f)) for j in range(i + 1, len(f))]
+    f = R.FEATURES
+    names = list(f) + [f"{f[i]}*{f[j]}" for i, j in R.product_pairs(len(f))]
     print("# largest weights: " + ", ".join(f"{names[k]} {w[k]:+.2f}" for k in np.argsort(-np.abs(w))[:12]))
     mu0, sd0, w0, b0 = fit(X[:, :-1], y)  # the model for memories without token vectors
     print("_NO_COVER = (\n" + constant("", mu0, 4) + ",\n" + constant("", sd0, 4) + ",\n" + constant("", w0, 4)
