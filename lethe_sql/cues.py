@@ -59,7 +59,6 @@ _TIME = re.compile(
 )
 _MONTH_NAMES = r"january|february|march|april|may|june|july|august|september|october|november|december|" \
                r"jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
-_WHEN_EVENT = re.compile(r"^\W*when (?:is|are|will|was|were|did|has|have)\b", re.I)
 _PERIOD = re.compile(
     rf"\b(?:(\d{{1,2}})\s+)?({_MONTH_NAMES})\b(?:\s+(\d{{1,2}})\b)?(?:,?\s+(\d{{4}}))?|\b((?:19|20)\d\d)\b",
     re.I,
@@ -93,15 +92,15 @@ class QueryCues:
     past: bool = False                         # asks about an earlier state (``asks_past``)
     earlier: bool = False                      # and says so outright: "before", "used to" (``asks_earlier``)
 
-    when: bool = False                         # asks when something happens ("when is the conference")
     idents: frozenset = frozenset()            # identifiers the query names (``identifiers``)
     words: frozenset = frozenset()             # its content words (``words``)
 
     @property
     def present(self) -> bool:
-        """A question about how things are now: not about the past, a period, or the time of
-        an event."""
-        return not self.past and self.period is None and not self.when
+        """A question about how things are now: not about the past or a period. "When is the
+        cutover?" asks for the date in force now: a plan that moved is a fact that changed
+        ("when was/did ..." is in the past tense)."""
+        return not self.past and self.period is None
 
 
 # Words that put a question in the past: an earlier state, named outright...
@@ -247,7 +246,7 @@ def title_words(heading: str | None) -> set[str]:
 
 def analyze(query: str) -> QueryCues:
     return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query),
-                     past=asks_past(query), earlier=asks_earlier(query), when=bool(_WHEN_EVENT.search(query)),
+                     past=asks_past(query), earlier=asks_earlier(query),
                      idents=frozenset(identifiers(query)), words=frozenset(words(query)))
 
 

@@ -15,7 +15,8 @@
              cross-encoder's logit is used as is
           -> revisions (lethe_sql.revisions): for a question about the present, the
              current version of every superseded candidate joins the pool when it is
-             missing, and ranks where the best of the versions it superseded ranked
+             missing, is scored by the evidence of its chain (by_chain_evidence), and
+             ranks above every version it superseded
           -> final order by that score -> top_k
           -> learning update (when the search may learn)
 
@@ -178,9 +179,20 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
     return Outcome(results, pool, judge.name if judge else None, cue, step, deep, learned, rif, timings, notes)
 
 
+@dataclass(frozen=True)
+class Replacements:
+    """What a question about the present is reordered by: ``by`` maps a candidate's key to
+    the keys of the memories that replace it (links and promotions, ``supersede_order``);
+    ``linked`` the same through links alone (``by_chain_evidence``)."""
+
+    by: dict
+    linked: dict
+
+
 def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     """What ``supersede_order`` reorders by, for a question with these ``cues``: about the
-    present, each superseded candidate is replaced by what supersedes it, and by newer
+    present (a function of the judged order giving ``Replacements``), each superseded
+    candidate is replaced by what supersedes it, and by newer
     memories among the top ``PROMOTE_TOP`` that detection scored against it
     (``revisions.promotions``): at ``PROMOTE_AT``, or at ``PROMOTE_WEAK_AT`` when the
     question finds the newer one about as relevant (``PROMOTE_MARGIN``); over a memory
@@ -200,10 +212,12 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     from . import revisions
 
     if cues.present:
-        def replaced_by(ordered: list) -> dict:
+        def replaced_by(ordered: list) -> Replacements:
             text = {c.id: c.text for c in ordered}
             out: dict[str, set] = {}
+            linked: dict[str, set] = {}
             pairs = [(old, new) for old, s in stale.items() for new in s.ids]
+            n_links = len(pairs)
             heads = {new for _, new in pairs}  # the pool's superseding memories
             siblings = {(a, b) for s in stale.values() for a in s.ids for b in s.ids if a != b}
             top = ordered[:revisions.PROMOTE_TOP]
@@ -219,11 +233,13 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
                     promote = close and not revisions.one_speaker(text[old], text[new])
                 if promote:
                     pairs.append((old, new))
-            for old, new in pairs:
+            for k, (old, new) in enumerate(pairs):
                 if old in text and new in text and revisions.named_apart(query, text[old], text[new]):
                     continue
                 out.setdefault(old, set()).add(new)
-            return out
+                if k < n_links:
+                    linked.setdefault(old, set()).add(new)
+            return Replacements(out, linked)
 
         return replaced_by
     if cues.earlier and stale:
@@ -281,6 +297,50 @@ def with_current_versions(con, enc: QueryEncoding, pool: list[Candidate], stale:
         out.append(c)
         out.extend(pulled.get(c.id, ()))
     return out
+
+
+def by_chain_evidence(ordered: list, linked: dict, key=lambda c: c.id, field: str = "judge_score",
+                      t: float | None = None) -> list:
+    """A question about the present: each candidate that supersedes others in the list
+    through links (``linked``: a key -> the keys that replace it), and that nothing in the
+    list supersedes, takes as its ``field`` the evidence of its chain, ``t * log(sum(exp(score / t)))`` over itself and the versions
+    it supersedes there (``revisions.CHAIN_T``): at least the best of their scores, and more
+    when several versions of one subject match the question, as one note on a neighbouring
+    subject cannot. The list is sorted again by ``field``; ``supersede_order`` then puts
+    each version below what replaced it."""
+    from . import revisions
+
+    t = revisions.CHAIN_T if t is None else t
+    by_key = {key(c): c for c in ordered}
+    olds: dict = {}
+    for old, news in linked.items():
+        for new in news:
+            if old in by_key and new in by_key and new != old:
+                olds.setdefault(new, set()).add(old)
+    if not olds:
+        return ordered
+
+    def score(k) -> float:
+        v = getattr(by_key[k], field)
+        return float("-inf") if v is None else float(v)
+
+    evidence = {}
+    replaced = {o for ks in olds.values() for o in ks}
+    for k in olds.keys() - replaced:  # the newest version of each chain in the list
+        chain, todo = {k}, [k]
+        while todo:
+            for o in olds.get(todo.pop(), ()):
+                if o not in chain:
+                    chain.add(o)
+                    todo.append(o)
+        scores = [score(m) for m in chain]
+        top = max(scores)
+        if top != float("-inf"):
+            evidence[k] = top + t * math.log(sum(math.exp((v - top) / t) for v in scores))
+    for k, v in evidence.items():
+        setattr(by_key[k], field, v)
+    rank = {key(c): i for i, c in enumerate(ordered)}
+    return sorted(ordered, key=lambda c: (-score(key(c)), rank[key(c)]))
 
 
 def supersede_order(ordered: list, replaced_by: dict, key=lambda c: c.id, field: str | None = None) -> list:
@@ -391,7 +451,8 @@ def judge_and_cut(pool: list, settings: Settings, judge, shallow_k: int, text: s
     cross-project search: the judge over the first stage's ``pool`` (``judge_pool``, with
     the cues of the query ``text``; timed into ``timings['judge']``), then
     ``supersede_order`` by ``replaced_by`` (a map, or a function of the judged order
-    giving one: ``time_order``), then the top ``top_k`` numbered by final rank. Without a
+    giving one or ``Replacements``: ``time_order``; for ``Replacements``,
+    ``by_chain_evidence`` first), then the top ``top_k`` numbered by final rank. Without a
     judge, or with an empty pool, the first stage's order stands. Returns (ordered, judged
     pool, deep, results)."""
     ordered, deep = pool, False
@@ -401,7 +462,11 @@ def judge_and_cut(pool: list, settings: Settings, judge, shallow_k: int, text: s
         timings["judge"] = (time.perf_counter() - t1) * 1000
     if replaced_by is not None:
         rb = replaced_by(ordered) if callable(replaced_by) else replaced_by
-        ordered = supersede_order(ordered, rb, key, "judge_score" if judge is not None and pool else "adjusted")
+        scored = "judge_score" if judge is not None and pool else "adjusted"
+        if isinstance(rb, Replacements):
+            ordered = by_chain_evidence(ordered, rb.linked, key, scored)
+            rb = rb.by
+        ordered = supersede_order(ordered, rb, key, scored)
     results = ordered[: settings.top_k]
     for r, c in enumerate(results, 1):
         c.final_rank = r

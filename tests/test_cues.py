@@ -34,6 +34,18 @@ def test_questions_that_ask_for_an_earlier_version(query, earlier):
     assert analyze(query).present is not earlier
 
 
+@pytest.mark.parametrize("query, present", [
+    ("When is PB100 planned to go live in production?", True),   # the plan in force: plans move
+    ("When are production deploys frozen?", True),
+    ("When will the staging bucket be deleted?", True),
+    ("When was the cutover?", False),                             # past tense
+    ("When did the nightly eval originally run?", False),
+    ("When is the stand-up in March?", False),                    # a period
+])
+def test_when_is_asks_about_the_present(query, present):
+    assert analyze(query).present is present
+
+
 def test_periods_a_question_names():
     assert analyze("What did Gina find on 1 February, 2023?").period == Period(datetime(2023, 1, 31),
                                                                                  datetime(2023, 2, 3))

@@ -222,6 +222,18 @@ def test_present_and_past_questions_and_what_each_result_says(project):
     assert {h.id: h.superseded_by for h in project.search("staging postgres port", mode="bm25")}[id_of(OLD)] == (id_of(NEW),)
 
 
+def test_when_is_a_plan_that_moved_answers_with_the_plan_in_force(project):
+    old = "Cutover date for the billing batch: Monday 2 March, after two clean parallel month-ends."
+    new = "Billing batch cutover moved to Monday 13 April; 6 April is a bank holiday."
+    write(project.memory_dir / "2026-01-14.md", f"## 09:00 cutover date\n{old}\n")
+    write(project.memory_dir / "2026-02-26.md", f"## 10:00 cutover date\n{new}\n<!-- lethe supersedes={id_of(old)[:8]} -->\n")
+    project.index()
+    assert [h.id for h in project.search("When is the billing batch cutover?", learn=False)[:2]] == [
+        id_of(new), id_of(old)]
+    past = project.search("When was the billing batch cutover planned at first?", learn=False)
+    assert past[0].id == id_of(old)
+
+
 def test_a_superseded_memory_missing_from_the_pool_brings_its_current_version(project):
     """The question matches only the old wording; the current version joins the pool."""
     old = "Invoice PDFs are rendered by wkhtmltopdf through pdfkit in invoices/render.py."
@@ -232,6 +244,30 @@ def test_a_superseded_memory_missing_from_the_pool_brings_its_current_version(pr
     assert links(project) == [(id_of(old), id_of(new), "declared")]
     hits = project.search("what renders the invoice PDFs via pdfkit", learn=False, top_k=3)
     assert [h.id for h in hits[:2]] == [id_of(new), id_of(old)]
+
+
+class _Scored:
+    def __init__(self, id_, score):
+        self.id, self.judge_score = id_, score
+
+
+def test_a_chain_is_placed_by_the_evidence_of_all_its_versions():
+    """Three versions of one subject that all match the question outrank a single note that
+    matches a little better than any one of them; two versions that match less do not."""
+    from lethe_sql.pipeline import by_chain_evidence, supersede_order
+
+    def order(cands, linked):
+        ranked = supersede_order(by_chain_evidence(cands, linked), linked)
+        return [(c.id, round(c.judge_score, 4)) for c in ranked]
+
+    three = [_Scored("note", 2.0), _Scored("v1", 1.8), _Scored("v2", 1.7), _Scored("v3", 1.5)]
+    # 1.8 + 0.5 * log(1 + e^-0.2 + e^-0.6); the middle version keeps its own score
+    assert order(three, {"v1": {"v2", "v3"}, "v2": {"v3"}}) == [
+        ("v3", 2.2309), ("note", 2.0), ("v2", 1.7), ("v1", 1.8)]
+    two = [_Scored("note", 2.2), _Scored("v1", 1.8), _Scored("v3", 1.5)]  # 1.8 + 0.5 * log(1 + e^-0.6)
+    assert order(two, {"v1": {"v3"}}) == [("note", 2.2), ("v3", 2.0187), ("v1", 1.8)]
+    # no links: nothing moves, nothing is rescored
+    assert order([_Scored("a", 1.0), _Scored("b", 2.0)], {}) == [("a", 1.0), ("b", 2.0)]
 
 
 def test_a_weak_pair_promotes_a_newer_memory_but_not_over_the_answer_a_link_vouches_for(project):

@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from rank_replay import Recorder, links_of  # noqa: E402
 from revision_fit import FIT, REPO, conversation_pairs, fit, pairs  # noqa: E402
 
 from lethe_bench import updates as U  # noqa: E402
@@ -47,6 +48,7 @@ def main() -> None:
     ap.add_argument("--link-at", type=float, default=R.LINK_AT)
     ap.add_argument("--head-margin", type=float, default=R.PROMOTE_MARGIN)
     ap.add_argument("--per", help="write each question's scores here (JSON: id -> metrics)")
+    ap.add_argument("--dump", help="write each question's judged pool here, for rank_replay.py replay")
     ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
     a = ap.parse_args()
     from lethe_bench.runner import make_embedder
@@ -58,7 +60,8 @@ def main() -> None:
     R.PROMOTE_AT, R.LINK_AT, R.PROMOTE_MARGIN = a.promote_at, a.link_at, a.head_margin
     scores: dict[str, list[float]] = {}
     per: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp, Recorder() as rec:
         for p in U.load(REPO / "bench" / "data" / "updates", ids):
             Xs = [fold[q][0] for q in fold if q != p.id]
             ys = [fold[q][1] for q in fold if q != p.id]
@@ -72,9 +75,11 @@ def main() -> None:
                 with transaction(st.con):
                     R.redetect(st.con, [])
                 back = {v: k for k, v in U._ids(st, p).items()}
+                links = links_of(st, back)
                 for q in p.queries:
-                    out = st.search_outcome(q["question"], top_k=U.TOP_K, learn=False)
-                    m = U._metrics(q, [back.get(c.id, c.id) for c in out.results])
+                    row = rec.search(st, p.id, q, back, links)
+                    rows.append(row)
+                    m = U._metrics(q, row["ranked"])
                     per[q["id"]] = {"kind": q["kind"], **m}
                     for k, v in m.items():
                         scores.setdefault(k, []).append(v)
@@ -84,6 +89,11 @@ def main() -> None:
         import json
 
         Path(a.per).write_text(json.dumps(per, indent=0))
+    if a.dump:
+        import pickle
+
+        with open(a.dump, "wb") as f:
+            pickle.dump(rows, f)
 
 
 if __name__ == "__main__":
