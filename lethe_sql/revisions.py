@@ -67,14 +67,14 @@ PROMOTE_WEAK_AT = 0.01
 #: Chosen by leave-one-project-out over p01-p17 (cur@1 0.720 -> 0.742, n = 275), when it
 #: was asked of the second kind only (``PROMOTE_HEAD_MARGIN`` until 2026-11-24)
 PROMOTE_MARGIN = 0.5
-#: a question about the present places a memory that supersedes others in the judged list
-#: through links by the evidence of its whole chain: CHAIN_T * log(sum(exp(score / CHAIN_T)))
-#: over itself and those versions (``pipeline.by_chain_evidence``), at least the best single
+#: a question about the present places the newest version in the judged list of a chain
+#: linked there by the evidence of the whole chain: CHAIN_T * log(sum(exp(score / CHAIN_T)))
+#: over its versions in the list (``pipeline.by_chain_evidence``), at least the best single
 #: score and more when several versions match the question. Leave-one-project-out over
 #: p01-p45 (links detected by a model fitted without the project; n = 723 current / 544
-#: past / 950 static): cur@1 0.766 -> 0.790 (26 questions won, 9 lost), cur_first 0.959 ->
-#: 0.963, stale@1 0.028 -> 0.025, past@5 0.938 -> 0.936, static@5 0.979 -> 0.977; 0.25 and
-#: 1.0 were run too (bench/lever_study/README.md, tenth session)
+#: past / 950 static): cur@1 0.766 -> 0.788 (25 questions won, 9 lost), cur_first 0.959 ->
+#: 0.963, stale@1 0.028 -> 0.025, past@5 0.938 -> 0.936, static@5 0.979 -> 0.978; 0.25
+#: and 1.0 by replay (bench/lever_study/README.md, tenth session)
 CHAIN_T = 0.5
 
 _WORD = re.compile(r"\w+")

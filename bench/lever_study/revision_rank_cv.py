@@ -20,6 +20,10 @@ design. Session 5 (p01-p17, n = 275 current): 13 features 0.713 / 0.942 / 0.033 
 question): the linear model 0.760 / 0.951 / 0.030 / 0.942 / 0.978; over the features and
 their products (``revisions.model_inputs``, shipped) 0.763 / 0.964 / 0.023 / 0.942 / 0.977,
 and on the folds of p34-p41 alone (n = 128) 0.766 / 0.938 / 0.047 -> 0.781 / 0.969 / 0.023.
+Session 10 (p01-p45, n = 723 current): 0.766 / 0.959 / 0.028 / 0.938 / 0.979; with chain
+evidence (``pipeline.by_chain_evidence``) 0.790 / 0.963 / 0.025 / 0.936 / 0.977 with middle
+versions raised too, 0.788 / 0.963 / 0.025 / 0.936 / 0.978 as shipped (the newest only). ``--dump FILE`` writes
+each question's judged pool for ``rank_replay.py replay``.
 """
 
 from __future__ import annotations
