@@ -33,7 +33,12 @@ Cues that ``pipeline.blend`` adds, weighted, to the z-scored judge and first-sta
   subject of its note ("Scaling bounds", "Ranker REST port moved"), and the indexed text
   leaves the heading out. Chosen by leave-one-project-out over the update sets p01-p17
   (weight 0 / 0.5 / 1 / 2: cur@1 0.742 / 0.760 / 0.767 / 0.771, static@5 0.969 / 0.972 /
-  0.972 / 0.975, n = 275 / 359; bench/lever_study/README.md).
+  0.972 / 0.975, n = 275 / 359; bench/lever_study/README.md); raised to 3 on 2026-11-25
+  with chain evidence: leave-one-project-out over p01-p45 (out-of-fold links; n = 723
+  current / 544 past / 950 static) cur@1 0.788 -> 0.808, past@5 0.936 -> 0.950, static@5
+  0.978 -> 0.979, both halves (p01-p33, p34-p45) better; weights 2 and 4 by replay
+  (bench/lever_study/README.md). LoCoMo's headings hold no words of a
+  question: its tune half scores 0.649 at 1 and at 3.
 * **question**: the entry is itself a question (``is_question``: its text ends with
   ``?`` and the question is most of it). Conversation turns that only ask hold no fact;
   a user turn that states a fact and then asks the assistant something (LongMemEval's

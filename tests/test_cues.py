@@ -139,3 +139,20 @@ def test_quoted_phrases():
     assert signals(q, "psql: Econnrefused 127.0.0.1:5432 again", None)["phrase"] == 1.0
     assert signals(q, "127.0.0.1:5432 gave ECONNREFUSED", None)["phrase"] == 0.0  # same words, other order
     assert signals(analyze("lean startup"), "the lean startup", None)["phrase"] == 0.0  # nothing quoted
+
+
+def test_a_heading_that_names_the_subject_outranks_a_body_that_mentions_it(project):
+    """The title cue (``blend_title``, 3): the note whose heading names what the question
+    asks about comes before a checklist whose text has more of the question's words."""
+    from conftest import write
+
+    write(project.memory_dir / "2026-03-02.md",
+          "# 2026-03-02\n## 10:00 Windows installers\n"
+          "Authenticode via signtool and the Sectigo OV certificate; the thumbprint is in the runner secret.\n"
+          "## 11:00 release checklist\n"
+          "How the installers are signed: the macOS installers are signed and notarized by release.yml; "
+          "the Windows installers are built on windows-2022 and uploaded as draft assets.\n"
+          "## 12:00 lunch\nLunch is at noon on Fridays.\n")
+    project.index()
+    hits = project.search("How are the Windows installers signed?", learn=False, top_k=2)
+    assert [h.heading for h in hits] == ["10:00 Windows installers", "11:00 release checklist"]

@@ -310,7 +310,7 @@ def test_a_pair_scored_under_the_promotion_threshold_promotes_only_beside_an_equ
     new = "Client crash reports are sent to Sentry through sentry-unity 2.1; debug symbols are uploaded by the CI job."
     write(project.memory_dir / "2026-03-06.md", f"## 10:00 crash reporting\n{old}\n## 11:00 build machine\n"
           "The macOS builds run on the Mac mini in the office, Jenkins agent mac-01.\n")
-    write(project.memory_dir / "2026-03-18.md", f"## 09:00 crashes\n{new}\n## 10:00 lobby\nThe lobby shows at most 8 rooms per page.\n")
+    write(project.memory_dir / "2026-03-18.md", f"## 09:00 crash reporting\n{new}\n## 10:00 lobby\nThe lobby shows at most 8 rooms per page.\n")
     project.index()
     project.con.execute("DELETE FROM revisions WHERE origin = 'detected'")
     side_by_side = "where do crash reports from the client go?"
