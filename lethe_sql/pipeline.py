@@ -214,15 +214,13 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     if cues.present:
         def replaced_by(ordered: list) -> Replacements:
             text = {c.id: c.text for c in ordered}
-            out: dict[str, set] = {}
-            linked: dict[str, set] = {}
-            pairs = [(old, new) for old, s in stale.items() for new in s.ids]
-            n_links = len(pairs)
-            heads = {new for _, new in pairs}  # the pool's superseding memories
+            links = [(old, new) for old, s in stale.items() for new in s.ids]
+            heads = {new for _, new in links}  # the pool's superseding memories
             siblings = {(a, b) for s in stale.values() for a in s.ids for b in s.ids if a != b}
             top = ordered[:revisions.PROMOTE_TOP]
             score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
             day = {c.id: c.created_at.date() if c.created_at else None for c in top}
+            promoted = []
             for (old, new), p in promotions(con, [c.id for c in top]).items():
                 if day[old] is not None and day[old] == day[new]:
                     continue
@@ -232,13 +230,19 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
                 else:
                     promote = close and not revisions.one_speaker(text[old], text[new])
                 if promote:
-                    pairs.append((old, new))
-            for k, (old, new) in enumerate(pairs):
-                if old in text and new in text and revisions.named_apart(query, text[old], text[new]):
-                    continue
+                    promoted.append((old, new))
+
+            def kept(pairs):  # a pair whose older memory the question names apart is left alone
+                return [(old, new) for old, new in pairs
+                        if not (old in text and new in text and revisions.named_apart(query, text[old], text[new]))]
+
+            out: dict[str, set] = {}
+            linked: dict[str, set] = {}
+            for old, new in kept(links):
                 out.setdefault(old, set()).add(new)
-                if k < n_links:
-                    linked.setdefault(old, set()).add(new)
+                linked.setdefault(old, set()).add(new)
+            for old, new in kept(promoted):
+                out.setdefault(old, set()).add(new)
             return Replacements(out, linked)
 
         return replaced_by
