@@ -186,3 +186,25 @@ def test_locomo_dev7_loads():
     b = locomo.load(p, "turn-global")
     assert len(b.corpora[0].items) == 4124
     assert len(b.corpora[0].queries) == 1033  # categories 1-4 with evidence found
+
+
+def test_updates_maps_each_memory_to_its_entry_when_the_index_redacts_a_secret(tmp_path, embedder):
+    """The update benchmark finds each memory's entry by the text the index holds: a memory
+    whose text holds a secret is indexed redacted (privacy.scrub), and must still map to its
+    entry, not to an id no entry has (it would count as never found)."""
+    from lethe_bench import updates
+    from lethe_sql import MemoryStore
+
+    p = updates.Project("t1", [
+        {"id": "m1", "date": "2026-03-02", "time": "09:00", "title": "Signing key",
+         "text": "Bundles are signed with the dev key in keys/dev.pem."},
+        {"id": "m2", "date": "2026-03-09", "time": "10:00", "title": "HSM key",
+         "text": 'Bundles are signed in the HSM now: RAUC_KEY = "pkcs11:token=lumen-release;object=prod".'},
+    ], [])
+    updates.write_project(p, tmp_path / "t1")
+    with MemoryStore(tmp_path / "t1", embedder=embedder) as st:
+        st.index()
+        ids = updates._ids(st, p)
+        held = dict(st.con.execute("SELECT id, text FROM entries").fetchall())
+    assert set(ids.values()) == set(held)
+    assert "[REDACTED" in held[ids["m2"]] and "lumen-release" not in held[ids["m2"]]

@@ -248,12 +248,14 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
 
 
 def _ids(store, p: Project) -> dict[str, str]:
-    """bench memory id -> entry id (the content hash of its indexed text)."""
+    """bench memory id -> entry id (the content hash of its indexed text: the text as the
+    index holds it, secrets redacted by ``privacy.scrub``)."""
     from lethe_sql.markdown import content_id
+    from lethe_sql.privacy import scrub
 
     out = {}
     for m in p.memories:
-        eid = content_id(m["text"].strip())
+        eid = content_id(scrub(m["text"].strip()).text)
         hit = store.con.execute("SELECT coalesce((SELECT into_id FROM absorbed WHERE id = ?), ?)", [eid, eid]).fetchone()
         out[m["id"]] = hit[0]
     return out
