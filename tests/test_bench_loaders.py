@@ -208,3 +208,20 @@ def test_updates_maps_each_memory_to_its_entry_when_the_index_redacts_a_secret(t
         held = dict(st.con.execute("SELECT id, text FROM entries").fetchall())
     assert set(ids.values()) == set(held)
     assert "[REDACTED" in held[ids["m2"]] and "lumen-release" not in held[ids["m2"]]
+
+
+def test_a_benchmark_item_whose_text_the_index_redacts_maps_to_its_entry(tmp_path, embedder):
+    """``build_store`` finds each item's entry by the id ingestion gives it: an item holding a
+    secret is indexed redacted and must still map to its entry (before, the run stopped with
+    "neither in the index nor merged")."""
+    from lethe_bench.data import Corpus, Item
+    from lethe_bench.runner import build_store
+    from lethe_sql import MemoryStore
+
+    items = [Item("a", "The deploy key lives in Vault under secret/deploy."),
+             Item("b", "Connect with password=Sw0rdfish-42 to the staging broker.")]
+    with MemoryStore(tmp_path / "s", embedder=embedder) as st:
+        built = build_store(st, Corpus("t", items, []), "bench/t")
+        held = dict(st.con.execute("SELECT id, text FROM entries").fetchall())
+    assert set(built.item_entry.values()) == set(held) and len(held) == 2
+    assert "Sw0rdfish" not in held[built.item_entry["b"]]

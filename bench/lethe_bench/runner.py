@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lethe_sql.markdown import Document, content_id
+from lethe_sql.markdown import Document
 
 from . import metrics as M
 from . import stats
@@ -142,8 +142,10 @@ def build_store(store, corpus: Corpus, source: str) -> Built:
         text = it.text.strip()
         if not text:
             continue
-        hashed.append((it.id, content_id(text), it.session if it.session is not None else it.id))
-        docs.append(Document(content=it.text, heading=it.heading, created_at=it.created_at, session_id=it.session))
+        doc = Document(content=it.text, heading=it.heading, created_at=it.created_at, session_id=it.session)
+        # the id ingestion gives it (its text as the index holds it: secrets redacted)
+        hashed.append((it.id, doc.to_chunk(0, source).id, it.session if it.session is not None else it.id))
+        docs.append(doc)
     t0 = time.perf_counter()
     store.put_documents(source, docs)
     seconds = time.perf_counter() - t0
