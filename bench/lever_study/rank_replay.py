@@ -53,7 +53,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.last: dict = {}
-        self._shipped = (pipeline.by_chain_evidence, pipeline.supersede_order)
+        self._shipped = (pipeline.by_chain_evidence, pipeline.supersede_order, pipeline.promotions)
 
     def _pool(self, ordered, key) -> None:
         if "pool" not in self.last:
@@ -61,7 +61,12 @@ class Recorder:
                                   {f: getattr(c, f, None) for f in BLEND}) for c in ordered]
 
     def __enter__(self) -> "Recorder":
-        evidence, supersede = self._shipped
+        evidence, supersede, promotions = self._shipped
+
+        def promoted(con, ids):
+            out = promotions(con, ids)
+            self.last["promotions"] = dict(out)
+            return out
 
         def by_chain_evidence(ordered, linked, key=lambda c: c.id, field="judge_score", t=None):
             self._pool(ordered, key)
@@ -73,11 +78,12 @@ class Recorder:
             self.last["rb"] = {k: set(v) for k, v in (replaced_by or {}).items()}
             return supersede(ordered, replaced_by, key, field)
 
-        pipeline.by_chain_evidence, pipeline.supersede_order = by_chain_evidence, supersede_order
+        pipeline.by_chain_evidence, pipeline.supersede_order, pipeline.promotions = (
+            by_chain_evidence, supersede_order, promoted)
         return self
 
     def __exit__(self, *exc) -> None:
-        pipeline.by_chain_evidence, pipeline.supersede_order = self._shipped
+        pipeline.by_chain_evidence, pipeline.supersede_order, pipeline.promotions = self._shipped
 
     def search(self, store, project_id: str, q: dict, back: dict, links: set) -> dict:
         """Search ``q`` as ``lethe bench updates`` does and return its row."""
@@ -87,9 +93,10 @@ class Recorder:
         name = lambda m: {back.get(k, k): {back.get(x, x) for x in v} for k, v in m.items()}
         pool = [(back.get(i, i), *rest) for i, *rest in self.last.get("pool", [])]
         linked = self.last.get("linked")
+        promotions = {(back.get(o, o), back.get(n, n)): p for (o, n), p in self.last.get("promotions", {}).items()}
         return dict(project=project_id, q=q, ranked=[back.get(c.id, c.id) for c in res.results],
                     pool=pool, rb=name(self.last.get("rb", {})), linked=None if linked is None else name(linked),
-                    links=links)
+                    links=links, promotions=promotions)
 
 
 def links_of(store, back: dict) -> set:
