@@ -1,5 +1,5 @@
 """Fit the revision model (lethe_sql/revisions.py: _MEAN, _SD, _WEIGHTS, _BIAS, _NO_COVER)
-on the fit projects of the development update sets (``FIT``: p01-p45, dev-a to dev-l; dev-m
+on the fit projects of the development update sets (``FIT``: p01-p49, dev-a to dev-m; dev-n
 is held out) and the tune conversations of LoCoMo dev7, and print the constants. The model
 reads ``revisions.model_inputs``: the features and the product of each two.
 
@@ -38,9 +38,9 @@ from lethe_sql import MemoryStore, revisions as R  # noqa: E402
 #: p01,p02,p04,p05,p07 only; the report half and dev-d were then used for feature choice
 #: by leave-one-project-out, and joined the fit; dev-e, p14-p17, was the held-out check of
 #: the fourth session of 2026-11-24 and joined the fit in the fifth; and so on, each
-#: held-out set joining once a newer one existed: p01-p45 from the tenth session of
-#: 2026-11-25, with dev-m, p46-p49, held out; bench/data/updates/README.md keeps the history)
-FIT = ",".join(f"p{i:02d}" for i in range(1, 46))
+#: held-out set joining once a newer one existed: p01-p49 from the eleventh session of
+#: 2026-11-25, with dev-n, p50-p53, held out; bench/data/updates/README.md keeps the history)
+FIT = ",".join(f"p{i:02d}" for i in range(1, 50))
 
 
 def pairs(project_ids: list[str], emb) -> tuple[np.ndarray, np.ndarray]:
