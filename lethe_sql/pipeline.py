@@ -192,45 +192,21 @@ class Replacements:
 def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
     """What ``supersede_order`` reorders by, for a question with these ``cues``: about the
     present (a function of the judged order giving ``Replacements``), each superseded
-    candidate is replaced by what supersedes it, and by newer
-    memories among the top ``PROMOTE_TOP`` that detection scored against it
-    (``revisions.promotions``): at ``PROMOTE_AT``, or at ``PROMOTE_WEAK_AT`` when the
-    question finds the newer one about as relevant (``PROMOTE_MARGIN``); over a memory
-    that itself supersedes another, only then, unless both supersede one memory (two
-    versions of its subject: the later is the later version). Asking outright for an
+    candidate is replaced by what supersedes it, and by the newer memories among the top
+    ``PROMOTE_TOP`` that ``promoted_pairs`` promotes over it. Asking outright for an
     earlier version, each superseding candidate gives way to the versions it superseded;
     otherwise None (history as is).
     A pair is left alone when the question names the older memory apart from the newer
     one (an identifier it holds and the newer does not: "fact number 5123", "is it still
-    on pg-stg-1?"): the question asks for that one. A promotion of two memories written on
-    one day is left alone too: notes written an hour apart with bodies alike are more
-    often two items of one list than a fact and its change. And a weak pair of two lines
-    of one speaker (conversation turns, ``revisions.speaker``) is no promotion: a person's
-    chat lines weeks apart share their words (in LoCoMo's conversations one candidate
-    pair in ten scores at ``PROMOTE_WEAK_AT``), and what they say later rarely corrects
-    what they said before."""
+    on pg-stg-1?"): the question asks for that one."""
     from . import revisions
 
     if cues.present:
         def replaced_by(ordered: list) -> Replacements:
             text = {c.id: c.text for c in ordered}
             links = [(old, new) for old, s in stale.items() for new in s.ids]
-            heads = {new for _, new in links}  # the pool's superseding memories
-            siblings = {(a, b) for s in stale.values() for a in s.ids for b in s.ids if a != b}
             top = ordered[:revisions.PROMOTE_TOP]
-            score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
-            day = {c.id: c.created_at.date() if c.created_at else None for c in top}
-            promoted = []
-            for (old, new), p in promotions(con, [c.id for c in top]).items():
-                if day[old] is not None and day[old] == day[new]:
-                    continue
-                close = score[new] >= score[old] - revisions.PROMOTE_MARGIN
-                if p >= revisions.PROMOTE_AT:
-                    promote = close or old not in heads or (old, new) in siblings
-                else:
-                    promote = close and not revisions.one_speaker(text[old], text[new])
-                if promote:
-                    promoted.append((old, new))
+            promoted = promoted_pairs(top, promotions(con, [c.id for c in top]), stale)
 
             def kept(pairs):  # a pair whose older memory the question names apart is left alone
                 return [(old, new) for old, new in pairs
@@ -253,6 +229,51 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
                 out.setdefault(new, set()).add(old)
         return out
     return None
+
+
+def promoted_pairs(top: list, scored: dict, stale: dict[str, Superseded], *, at: float | None = None,
+                   weak: float | None = None, margin: float | None = None) -> list[tuple[str, str]]:
+    """The promotions of a question about the present (``time_order``): of the pairs among
+    the judged ``top`` that detection ``scored`` ((old, new) -> score, ``revisions.promotions``),
+    those whose newer memory ranks above the older one. Not two memories written on one day;
+    at ``at`` (``PROMOTE_AT``) a newer memory about as relevant (``margin``,
+    ``PROMOTE_MARGIN``), or over a memory no link in the pool makes a head, or a sibling (both
+    supersede one memory of ``stale``); at ``weak`` (``PROMOTE_WEAK_AT``) only one about as
+    relevant, and not two lines of one speaker. ``at``, ``weak``, ``margin``: the module
+    constants unless given (``bench/lever_study/rank_replay.py`` replays other values).
+
+    Over a memory that itself supersedes another, a promotion needs the margin unless both
+    supersede one memory (two versions of its subject: the later is the later version).
+    Two memories written on one day are left alone: notes written an hour apart with
+    bodies alike are more often two items of one list than a fact and its change. A weak
+    pair of two lines of one speaker (conversation turns, ``revisions.speaker``) is no
+    promotion: a person's chat lines weeks apart share their words (in LoCoMo's
+    conversations one candidate pair in ten scores at ``PROMOTE_WEAK_AT``), and what they
+    say later rarely corrects what they said before."""
+    from . import revisions
+
+    at = revisions.PROMOTE_AT if at is None else at
+    weak = revisions.PROMOTE_WEAK_AT if weak is None else weak
+    margin = revisions.PROMOTE_MARGIN if margin is None else margin
+    heads = {new for s in stale.values() for new in s.ids}  # the pool's superseding memories
+    siblings = {(a, b) for s in stale.values() for a in s.ids for b in s.ids if a != b}
+    score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
+    day = {c.id: c.created_at.date() if c.created_at else None for c in top}
+    text = {c.id: c.text for c in top}
+    out = []
+    for (old, new), p in scored.items():
+        if old not in score or new not in score or p < weak:
+            continue
+        if day[old] is not None and day[old] == day[new]:
+            continue
+        close = score[new] >= score[old] - margin
+        if p >= at:
+            promote = close or old not in heads or (old, new) in siblings
+        else:
+            promote = close and not revisions.one_speaker(text[old], text[new])
+        if promote:
+            out.append((old, new))
+    return out
 
 
 #: current versions pulled into a pool for its superseded candidates, at most

@@ -14,6 +14,11 @@ questions that were reordered (questions that asked about the past without sayin
 outright skip the reordering and are left out, so past@5 here is over a subset). The
 baseline row reproduces the shipped ranking exactly (checked at load).
 
+Dumps written since the eleventh session also record each present question's scored pairs
+among its top ten (``pipeline.promotions``); ``replay`` then also rebuilds the promotions
+with ``pipeline.promoted_pairs`` under other thresholds (``promoted_map``; those rows leave
+out the questions not about the present, so their past@5 is over a few past questions).
+
 A replay keeps the replacement map of the shipped order (``time_order`` chooses promotions
 among the top ``PROMOTE_TOP``; a variant that reorders the judge's scores could change that
 choice), and the links are those detected in-sample when the projects are fit projects:
@@ -37,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from revision_fit import FIT, REPO  # noqa: E402
 
 from lethe_bench import updates as U  # noqa: E402
-from lethe_sql import MemoryStore, pipeline  # noqa: E402
+from lethe_sql import MemoryStore, pipeline, revisions  # noqa: E402
 from lethe_sql.cues import analyze, signals  # noqa: E402
 from lethe_sql.settings import Settings  # noqa: E402
 
@@ -123,8 +128,29 @@ def dump(projects: list[str], out: Path) -> None:
 
 
 class _Cand:
-    def __init__(self, id_: str, score: float) -> None:
-        self.id, self.judge_score = id_, score
+    def __init__(self, id_: str, score: float, created_at=None, text: str = "") -> None:
+        self.id, self.judge_score, self.adjusted, self.created_at, self.text = id_, score, score, created_at, text
+
+
+class _Superseded:
+    def __init__(self, ids) -> None:
+        self.ids = tuple(ids)
+
+
+def promoted_map(r: dict, scores: np.ndarray, **rule) -> dict:
+    """The replacement map of a recorded present question (``r``: a dump row with its
+    ``promotions``) with the promotions ``pipeline.promoted_pairs`` makes under ``rule``
+    (``at``, ``weak``, ``margin``; the shipped constants where left out) over the judged
+    order of ``scores``, and the recorded links (named-apart pairs are not replayed)."""
+    order = sorted(range(len(r["ids"])), key=lambda k: (-scores[k], k))
+    meta = {c[0]: c for c in r["pool"]}
+    top = [_Cand(r["ids"][k], scores[k], meta[r["ids"][k]][2], meta[r["ids"][k]][3])
+           for k in order[:revisions.PROMOTE_TOP]]
+    stale = {old: _Superseded(news) for old, news in (r["linked"] or {}).items()}
+    out = {old: set(news) for old, news in (r["linked"] or {}).items()}
+    for old, new in pipeline.promoted_pairs(top, r.get("promotions", {}), stale, **rule):
+        out.setdefault(old, set()).add(new)
+    return out
 
 
 def shipped_order(ids: list[str], scores: np.ndarray, rb: dict, linked: dict | None = None,
@@ -224,6 +250,13 @@ def replay(path: Path, split: int) -> None:
             run(f"chain evidence t {t}", lambda r: shipped_order(r["ids"], score(r), r["rb"], r["linked"], t), subset)
         run("chain evidence t 0.5 over promotions too",
             lambda r: shipped_order(r["ids"], score(r), r["rb"], r["rb"] if r["linked"] is not None else None), subset)
+        if all("promotions" in r for r in subset):  # dumps written since the eleventh session
+            promo = [r for r in subset if r["linked"] is not None]
+            run("promotions replayed, shipped rule", lambda r: shipped_order(
+                r["ids"], score(r), promoted_map(r, score(r)), r["linked"]), promo)
+            for rule in ({"at": 0.15}, {"weak": 0.03}, {"margin": 1.0}):
+                run(f"promotions replayed, {rule}", lambda r: shipped_order(
+                    r["ids"], score(r), promoted_map(r, score(r), **rule), r["linked"]), promo)
         for ml, mp in ((0, 0), (0, 0.5), (0, 1.0), (0, 99), (0.5, 0), (99, 0)):
             run(f"no evidence, margin link {ml} promo {mp}",
                 lambda r: margin_order(r["ids"], score(r), r["rb"], r["links"], ml, mp), subset)
