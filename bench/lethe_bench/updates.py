@@ -139,6 +139,24 @@ def _metrics(q: dict, ranked: list[str]) -> dict[str, float]:
     return {"static@5": float(q["target"] in top[:5])}
 
 
+#: what ranked first when a current question's current version did not (``miss``)
+MISSES = ("stale version, linked", "stale version, not linked", "another memory, current in the top 10",
+          "another memory, current not in the top 10")
+
+
+def miss(q: dict, ranked: list[str], linked) -> str | None:
+    """Why a current question missed at rank 1 (one of ``MISSES``), None when it did not:
+    a stale version first, whether or not the store links it to the current version
+    (``linked(stale, current)``), or another memory first, with the current version in the
+    top ``TOP_K`` or not."""
+    top = ranked[:TOP_K]
+    if q["kind"] != "current" or (top and top[0] == q["current"]):
+        return None
+    if top and top[0] in set(q.get("stale") or []):
+        return MISSES[0] if linked(top[0], q["current"]) else MISSES[1]
+    return MISSES[2] if q["current"] in top else MISSES[3]
+
+
 def _gold_pairs(p: Project) -> set[tuple[str, str]]:
     """(older, newer) pairs the queries imply."""
     out = set()
@@ -190,6 +208,7 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
     per_query: dict[str, dict] = {c: {} for c in configs}
     latency: dict[str, list[float]] = {c: [] for c in configs}
     det = {"gold_pairs": 0, "gold_found": 0, "links": 0, "links_in_chain": 0, "wrong": []}
+    misses: dict[str, dict[str, int]] = {c: dict.fromkeys(MISSES, 0) for c in configs}
     index_s = 0.0
     with tempfile.TemporaryDirectory(prefix="lethe-bench-updates-", dir=workdir) as tmp:
         for p in sets:
@@ -200,7 +219,7 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
                 store.index()
                 index_s += time.perf_counter() - t0
                 id_of = _ids(store, p)
-                _score_links(store, p, id_of, det)
+                graph = _score_links(store, p, id_of, det)
                 for q in p.queries:
                     for c in configs:
                         t1 = time.perf_counter()
@@ -211,7 +230,11 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
                         m = _metrics(q, ranked)
                         for k, v in m.items():
                             scores[c][k].append(v)
-                        per_query[c][q["id"]] = {"kind": q["kind"], **m, "top": ranked[:3]}
+                        why = miss(q, ranked, lambda a, b: graph.reaches(id_of[a], id_of[b]))
+                        if why:
+                            misses[c][why] += 1
+                        per_query[c][q["id"]] = {"kind": q["kind"], **m, "top": ranked[:3],
+                                                 **({"miss": why} if why else {})}
             log(f"{p.id}: {len(p.memories)} memories, {len(p.queries)} queries")
     import numpy as np
 
@@ -238,6 +261,7 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
         lat = np.asarray(latency[c])
         row["p50_ms"] = round(float(np.percentile(lat, 50)), 1) if lat.size else None
         row["p95_ms"] = round(float(np.percentile(lat, 95)), 1) if lat.size else None
+        row["misses"] = misses[c]
         result["configs"][c] = row
     if "default" in configs and "default-norevisions" in configs:
         for m in METRICS:
@@ -261,7 +285,9 @@ def _ids(store, p: Project) -> dict[str, str]:
     return out
 
 
-def _score_links(store, p: Project, id_of: dict[str, str], det: dict) -> None:
+def _score_links(store, p: Project, id_of: dict[str, str], det: dict):
+    """Count the store's links against ``p``'s chains into ``det``; returns the links as a
+    ``Graph`` (entry ids)."""
     gold = _gold_pairs(p)
     chains = _chains(gold)
     chain_of = {x: k for k, s in enumerate(chains) for x in s}
@@ -278,6 +304,7 @@ def _score_links(store, p: Project, id_of: dict[str, str], det: dict) -> None:
         det["links_in_chain"] += ok
         if not ok:
             det["wrong"].append(f"{bo} -> {bn} ({reason})")
+    return graph
 
 
 def markdown(r: dict, command: str) -> str:
@@ -300,6 +327,11 @@ def markdown(r: dict, command: str) -> str:
         L += ["", "default vs default-norevisions (paired):", ""]
         for m, v in r["vs_baseline"].items():
             L.append(f"- {m}: {v['delta']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}], p = {v['p']:.4f}")
+    missed = {c: row["misses"] for c, row in r["configs"].items() if row.get("misses")}
+    if missed:
+        L += ["", "Current questions not answered first, by what ranked first:", "",
+              "| config | " + " | ".join(MISSES) + " |", "|---" * (len(MISSES) + 1) + "|"]
+        L += [f"| {c} | " + " | ".join(str(m.get(k, 0)) for k in MISSES) + " |" for c, m in missed.items()]
     if r["detection"]["wrong_links"]:
         L += ["", "Links outside any chain (first 40):", ""] + [f"- {w}" for w in r["detection"]["wrong_links"]]
     return "\n".join(L) + "\n"
