@@ -222,12 +222,19 @@ def test_present_and_past_questions_and_what_each_result_says(project):
     assert {h.id: h.superseded_by for h in project.search("staging postgres port", mode="bm25")}[id_of(OLD)] == (id_of(NEW),)
 
 
+def write_declared(project, heading, old_at, old, new_at, new):
+    """Two notes under one ``heading`` (``at``: "YYYY-MM-DD HH:MM"), the newer declaring
+    with a marker that it supersedes the older; indexed."""
+    for (day, hm), text, mark in ((old_at.split(), old, ""),
+                                  (new_at.split(), new, f"<!-- lethe supersedes={id_of(old)[:8]} -->\n")):
+        write(project.memory_dir / f"{day}.md", f"## {hm} {heading}\n{text}\n{mark}")
+    project.index()
+
+
 def test_when_is_a_plan_that_moved_answers_with_the_plan_in_force(project):
     old = "Cutover date for the billing batch: Monday 2 March, after two clean parallel month-ends."
     new = "Billing batch cutover moved to Monday 13 April; 6 April is a bank holiday."
-    write(project.memory_dir / "2026-01-14.md", f"## 09:00 cutover date\n{old}\n")
-    write(project.memory_dir / "2026-02-26.md", f"## 10:00 cutover date\n{new}\n<!-- lethe supersedes={id_of(old)[:8]} -->\n")
-    project.index()
+    write_declared(project, "cutover date", "2026-01-14 09:00", old, "2026-02-26 10:00", new)
     assert [h.id for h in project.search("When is the billing batch cutover?", learn=False)[:2]] == [
         id_of(new), id_of(old)]
     past = project.search("When was the billing batch cutover planned at first?", learn=False)
@@ -238,9 +245,7 @@ def test_a_superseded_memory_missing_from_the_pool_brings_its_current_version(pr
     """The question matches only the old wording; the current version joins the pool."""
     old = "Invoice PDFs are rendered by wkhtmltopdf through pdfkit in invoices/render.py."
     new = "Dropped it for WeasyPrint 62; xvfb is gone from the worker image."
-    write(project.memory_dir / "2026-02-06.md", f"## 11:00 pdf\n{old}\n")
-    write(project.memory_dir / "2026-04-06.md", f"## 11:20 pdf\n{new}\n<!-- lethe supersedes={id_of(old)[:8]} -->\n")
-    project.index()
+    write_declared(project, "pdf", "2026-02-06 11:00", old, "2026-04-06 11:20", new)
     assert links(project) == [(id_of(old), id_of(new), "declared")]
     hits = project.search("what renders the invoice PDFs via pdfkit", learn=False, top_k=3)
     assert [h.id for h in hits[:2]] == [id_of(new), id_of(old)]

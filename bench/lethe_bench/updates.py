@@ -220,17 +220,18 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
                 index_s += time.perf_counter() - t0
                 id_of = _ids(store, p)
                 graph = _score_links(store, p, id_of, det)
+                back = {v: k for k, v in id_of.items()}
+                linked = lambda a, b: graph.reaches(id_of[a], id_of[b])  # noqa: E731
                 for q in p.queries:
                     for c in configs:
                         t1 = time.perf_counter()
                         ranked = _search(store, c, q["question"])
                         latency[c].append((time.perf_counter() - t1) * 1000)
-                        back = {v: k for k, v in id_of.items()}
                         ranked = [back.get(i, i) for i in ranked]
                         m = _metrics(q, ranked)
                         for k, v in m.items():
                             scores[c][k].append(v)
-                        why = miss(q, ranked, lambda a, b: graph.reaches(id_of[a], id_of[b]))
+                        why = miss(q, ranked, linked)
                         if why:
                             misses[c][why] += 1
                         per_query[c][q["id"]] = {"kind": q["kind"], **m, "top": ranked[:3],
@@ -272,14 +273,13 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
 
 
 def _ids(store, p: Project) -> dict[str, str]:
-    """bench memory id -> entry id (the content hash of its indexed text: the text as the
-    index holds it, secrets redacted by ``privacy.scrub``)."""
-    from lethe_sql.markdown import content_id
-    from lethe_sql.privacy import scrub
+    """bench memory id -> entry id (the id ingestion gives its text: ``Document.to_chunk``,
+    secrets redacted, as ``runner.build_store`` finds an item's entry)."""
+    from lethe_sql.markdown import Document
 
     out = {}
     for m in p.memories:
-        eid = content_id(scrub(m["text"].strip()).text)
+        eid = Document(content=m["text"]).to_chunk(0, "").id
         hit = store.con.execute("SELECT coalesce((SELECT into_id FROM absorbed WHERE id = ?), ?)", [eid, eid]).fetchone()
         out[m["id"]] = hit[0]
     return out
