@@ -22,7 +22,8 @@ Cues that ``pipeline.blend`` adds, weighted, to the z-scored judge and first-sta
   0.5 to 3; no NFCorpus or LongMemEval question quotes anything.
 * **past** (not a blend term): the question asks about an earlier state: it says so
   ("used to", "originally", "at first", "previously", "the old ...", "no longer", "when
-  we were ...", "why did we drop X"), or it is in the past tense ("did", "was", "were",
+  we were ...", "why did we drop X"; "the original ...", "the old ..." describe a thing, not
+  the question, beside "currently", "these days", "right now"), or it is in the past tense ("did", "was", "were",
   "had"; but "what did we decide" asks about a decision in force), or it names a period.
   When it says so outright (**earlier**), older versions rank above the memories that
   replaced them; otherwise history is ranked as is. Such a question is ranked as if no memory superseded
@@ -131,16 +132,30 @@ _DECIDED = re.compile(
 )
 
 
+# A past marker that only describes a thing ("the original uploads", "the old bucket", "former
+# staff") gives way to an adverb that puts the question itself in the present: "how long do
+# we currently keep the original uploads?" asks about the retention in force.
+_MODIFIER = re.compile(r"the original|the old|an old|former|older .*", re.I)
+_NOW = re.compile(r"\b(?:currently|nowadays|these days|at (?:the )?moment|right now|at present|as of (?:now|today))\b",
+                  re.I)
+
+
+def _says_earlier(q: str) -> bool:
+    """``_PAST`` in ``q``, but for a modifier alone (``_MODIFIER``) beside a present adverb."""
+    now = _NOW.search(q) is not None
+    return any(not (now and _MODIFIER.fullmatch(m.group(0))) for m in _PAST.finditer(q))
+
+
 def asks_earlier(query: str) -> bool:
     """Whether a question asks outright for an earlier version ("used to", "originally",
     "before the move"): then older versions rank above the ones that replaced them."""
-    return bool(_PAST.search(query or ""))
+    return _says_earlier(query or "")
 
 
 def asks_past(query: str) -> bool:
     """Whether a question asks about an earlier state (module docstring: **past**)."""
     q = query or ""
-    if _PAST.search(q):
+    if _says_earlier(q):
         return True
     return bool(_PAST_TENSE.search(_DECIDED.sub(" ", q)))
 

@@ -28,6 +28,12 @@ def test_when_questions(query, temporal):
     ("What config filename did older knurl versions look for?", True),
     ("How long are raw events kept, and where do older ones live?", False),  # older data, not an older state
     ("Which port did staging Postgres use before the migration?", True),
+    # "the original uploads" are raw files: with "currently" the question asks about now
+    ("For how long do we currently keep the original uploads before they're deleted?", False),
+    ("Where do the old reports live these days?", False),
+    ("How long did we keep the original uploads?", True),
+    ("What was the original bucket?", True),
+    ("What did we use originally, and what do we use now?", True),   # "originally" is no modifier
 ])
 def test_questions_that_ask_for_an_earlier_version(query, earlier):
     assert analyze(query).earlier is earlier
