@@ -147,6 +147,39 @@ def test_value_changed_is_a_value_swapped_for_one_of_the_same_shape(old, new, ch
     assert value_changed(old, new) is changed
 
 
+@pytest.mark.parametrize("heading, text, kind", [
+    ("09:40 Incident: DX flap", "The Direct Connect BGP session flapped 4 times.", 1.0),
+    ("Reminder: SAVE_VERSION", "Touching SaveData means bumping SAVE_VERSION.", 1.0),
+    ("15:20 Sync", "Q: should we take the next SDK release before the pilot ends?", 1.0),
+    ("How-to: force a tariff reload", "POST /admin/tariffs/reload with the admin token.", 1.0),
+    ("11:00 Tariff cache", "Tariffs are reloaded every 10 minutes now.", 0.0),
+    ("Queue status page", "The status page moved to status.example.org.", 0.0),   # "status" not leading
+])
+def test_note_kind_is_a_note_that_reports_asks_or_reminds(heading, text, kind):
+    """The ``note_kind`` feature: the newer note opens as an incident, a reminder, a
+    question, a how-to ...; its heading's time stamp left out."""
+    from lethe_sql.revisions import FEATURES, pair_features
+
+    old = M("Tariffs are cached for an hour.", datetime(2026, 3, 1), heading="Tariff cache")
+    new = M(text, datetime(2026, 3, 9), heading=heading)
+    assert pair_features(old, new, 0.8, 0, {}, 2)[FEATURES.index("note_kind")] == kind
+
+
+@pytest.mark.parametrize("old_heading, old, new_heading, new, apart", [
+    ("Prod DB goes through pgbouncer", "The app connects through pgbouncer on pg-1.", "Staging DB now via pgbouncer",
+     "Staging now mirrors prod: pgbouncer on pg-stg-1.", True),       # the headings name different scopes
+    ("Prod broker", "Production MQTT is EMQX.", "Broker migration", "Moved production MQTT to a cluster.", False),
+    ("Dev broker", "The dev broker is Mosquitto.", "Broker", "Production MQTT is now EMQX.", True),
+    ("Broker", "MQTT is Mosquitto.", "Broker", "MQTT is now EMQX.", False),  # no scope named
+])
+def test_scope_apart_is_two_notes_naming_only_different_scopes(old_heading, old, new_heading, new, apart):
+    from lethe_sql.revisions import scope_apart
+
+    a = M(old, datetime(2026, 3, 1), heading=old_heading)
+    b = M(new, datetime(2026, 3, 9), heading=new_heading)
+    assert scope_apart(a, b) is apart
+
+
 def test_a_paraphrased_version_bump_scores_above_a_reworded_note_on_another_subject():
     # the pair a plain restatement check misses: other words, a retirement word, a value of one shape swapped
     from lethe_sql.revisions import classify, pair_features, probability
