@@ -263,7 +263,8 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
     w_s = sum(idf(t) for t in shared)
     rarest = max((idf(t) for t in shared), default=0.0)
     gap_days = max((new.at - old.at).days, 0) if old.at and new.at else 0
-    title_change = bool(_CHANGE.search(_TIMESTAMP.sub("", new.heading or "")))
+    new_title = _TIMESTAMP.sub("", new.heading or "")
+    title_change = bool(_CHANGE.search(new_title))
     ha, hb = title_words(old.heading), title_words(new.heading)
     heading = 0.0
     if ha and hb:
@@ -283,23 +284,26 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         1.0 if min(len(a), len(b)) < 5 else 0.0,
         1.0 if value_changed(old.text, new.text) else 0.0,
         1.0 if title_change else 0.0,
-        1.0 if _NOTE_KIND.search(_TIMESTAMP.sub("", new.heading or "")) or _NOTE_KIND.search(new.text or "") else 0.0,
-        1.0 if scope_apart(old, new) else 0.0,
+        1.0 if _NOTE_KIND.search(new_title) or _NOTE_KIND.search(new.text or "") else 0.0,
+        1.0 if scope_apart(old, new, a, b) else 0.0,
         math.nan if cover is None else float(cover),
     ]
 
 
-def _scopes(text: str | None) -> set[str]:
-    return {_SCOPES[w] for w in words(text or "") if w in _SCOPES}
+def _scopes(ws: Iterable[str]) -> set[str]:
+    return {_SCOPES[w] for w in ws if w in _SCOPES}
 
 
-def scope_apart(old: Memory, new: Memory) -> bool:
+def scope_apart(old: Memory, new: Memory, old_words: set[str] | None = None,
+                new_words: set[str] | None = None) -> bool:
     """Whether the two notes name deployment scopes (``_SCOPES``) and none in common: their
-    headings, else their headings and texts together."""
-    a, b = _scopes(old.heading), _scopes(new.heading)
+    headings, else their headings and texts together. ``old_words`` / ``new_words``: the
+    texts' ``words``, where the caller has them already (``pair_features``)."""
+    a, b = _scopes(words(old.heading or "")), _scopes(words(new.heading or ""))
     if a and b and not a & b:
         return True
-    a, b = a | _scopes(old.text), b | _scopes(new.text)
+    a |= _scopes(words(old.text or "") if old_words is None else old_words)
+    b |= _scopes(words(new.text or "") if new_words is None else new_words)
     return bool(a and b and not a & b)
 
 

@@ -132,11 +132,6 @@ class _Cand:
         self.id, self.judge_score, self.adjusted, self.created_at, self.text = id_, score, score, created_at, text
 
 
-class _Superseded:
-    def __init__(self, ids) -> None:
-        self.ids = tuple(ids)
-
-
 def promoted_map(r: dict, scores: np.ndarray, **rule) -> dict:
     """The replacement map of a recorded present question (``r``: a dump row with its
     ``promotions``) with the promotions ``pipeline.promoted_pairs`` makes under ``rule``
@@ -146,7 +141,8 @@ def promoted_map(r: dict, scores: np.ndarray, **rule) -> dict:
     meta = {c[0]: c for c in r["pool"]}
     top = [_Cand(r["ids"][k], scores[k], meta[r["ids"][k]][2], meta[r["ids"][k]][3])
            for k in order[:revisions.PROMOTE_TOP]]
-    stale = {old: _Superseded(news) for old, news in (r["linked"] or {}).items()}
+    stale = {old: revisions.Superseded(tuple((n, None) for n in sorted(news)), ())
+             for old, news in (r["linked"] or {}).items()}
     out = {old: set(news) for old, news in (r["linked"] or {}).items()}
     for old, new in pipeline.promoted_pairs(top, r.get("promotions", {}), stale, **rule):
         out.setdefault(old, set()).add(new)
