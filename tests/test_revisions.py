@@ -171,13 +171,15 @@ def test_note_kind_is_a_note_that_reports_asks_or_reminds(heading, text, kind):
     ("Prod broker", "Production MQTT is EMQX.", "Broker migration", "Moved production MQTT to a cluster.", False),
     ("Dev broker", "The dev broker is Mosquitto.", "Broker", "Production MQTT is now EMQX.", True),
     ("Broker", "MQTT is Mosquitto.", "Broker", "MQTT is now EMQX.", False),  # no scope named
+    ("Broker", "The dev broker is Mosquitto.", "Broker", "Production MQTT is now EMQX.", True),  # texts only
 ])
 def test_scope_apart_is_two_notes_naming_only_different_scopes(old_heading, old, new_heading, new, apart):
-    from lethe_sql.revisions import scope_apart
+    from lethe_sql.revisions import FEATURES, pair_features, scope_apart
 
     a = M(old, datetime(2026, 3, 1), heading=old_heading)
     b = M(new, datetime(2026, 3, 9), heading=new_heading)
     assert scope_apart(a, b) is apart
+    assert pair_features(a, b, 0.8, 0, {}, 2)[FEATURES.index("scope_apart")] == float(apart)   # with its word sets
 
 
 def test_a_paraphrased_version_bump_scores_above_a_reworded_note_on_another_subject():
