@@ -276,6 +276,18 @@ def test_when_is_a_plan_that_moved_answers_with_the_plan_in_force(project):
     assert past[0].id == id_of(old)
 
 
+def test_currently_keeping_the_original_files_is_a_question_about_now(project):
+    """"the original uploads" names the raw files, not an earlier state: with "currently"
+    the question asks for the retention in force; "originally" still asks for the first."""
+    old = "Original lecture uploads stay 90 days in the ingest bucket, then the expire-raw rule deletes them."
+    new = "Raw retention is 180 days now: the registry needs lecture recordings for exam appeals."
+    write_declared(project, "raw retention", "2026-03-06 14:10", old, "2026-03-27 09:30", new)
+    now = project.search("How long do we currently keep the original uploads before they're deleted?", learn=False)
+    assert [h.id for h in now[:2]] == [id_of(new), id_of(old)]
+    first = project.search("How long did we originally keep uploads?", learn=False)
+    assert first[0].id == id_of(old)
+
+
 def test_a_superseded_memory_missing_from_the_pool_brings_its_current_version(project):
     """The question matches only the old wording; the current version joins the pool."""
     old = "Invoice PDFs are rendered by wkhtmltopdf through pdfkit in invoices/render.py."
