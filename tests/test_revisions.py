@@ -154,10 +154,17 @@ def test_value_changed_is_a_value_swapped_for_one_of_the_same_shape(old, new, ch
     ("How-to: force a tariff reload", "POST /admin/tariffs/reload with the admin token.", 1.0),
     ("11:00 Tariff cache", "Tariffs are reloaded every 10 minutes now.", 0.0),
     ("Queue status page", "The status page moved to status.example.org.", 0.0),   # "status" not leading
+    # ...or the title ends in such a noun (English titles put their head noun last)
+    ("14:10 Tariff cache check", "Checked the cache after the change: reloads every 10 minutes.", 1.0),
+    ("Tariff reload how-to", "POST /admin/tariffs/reload with the admin token.", 1.0),
+    ("Infra overview (June)", "Tariffs cached 10 minutes, queue on redis-2.", 1.0),
+    ("Tariff cache (checked)", "Tariffs are reloaded every 10 minutes now.", 0.0),  # only the parenthesis says so
+    ("Check cadence for tariffs", "Tariffs are reloaded every 10 minutes now.", 0.0),  # "check" not the head
 ])
 def test_note_kind_is_a_note_that_reports_asks_or_reminds(heading, text, kind):
     """The ``note_kind`` feature: the newer note opens as an incident, a reminder, a
-    question, a how-to ...; its heading's time stamp left out."""
+    question, a how-to ..., or its title ends in such a noun (a check, a test, an overview:
+    ``note_head``); its heading's time stamp left out."""
     from lethe_sql.revisions import FEATURES, pair_features
 
     old = M("Tariffs are cached for an hour.", datetime(2026, 3, 1), heading="Tariff cache")
