@@ -97,6 +97,7 @@ class QueryCues:
     phrases: tuple[tuple[str, ...], ...] = ()  # quoted phrases, as token sequences
     past: bool = False                         # asks about an earlier state (``asks_past``)
     earlier: bool = False                      # and says so outright: "before", "used to" (``asks_earlier``)
+    now: bool = False                          # names the present outright: "now", "currently" (``says_now``)
 
     idents: frozenset = frozenset()            # identifiers the query names (``identifiers``)
     words: frozenset = frozenset()             # its content words (``words``)
@@ -140,10 +141,34 @@ _NOW = re.compile(r"\b(?:currently|nowadays|these days|at (?:the )?moment|right 
                   re.I)
 
 
+# "before" and a name that closes the question or its clause ("which provider took payments
+# before Stripe?", "what produced the matrices before Valhalla, and with which profile?",
+# "who owned it before Amira?"): the name is what replaced the thing asked about. Case
+# matters (a name is capitalised; a weekday, a month or "I" is not one), and a clause
+# that goes on ("before CloudWatch alerts?", "before Next regenerates it") is no name.
+_BEFORE_NAME = re.compile(
+    r"\bbefore\s+(?!(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|January|February|March|"
+    r"April|May|June|July|August|September|October|November|December|I)\b)"
+    r"(?:(?:[A-Z][\w.'/-]*|v\d[\w.]*)\s*){1,3}(?:[?,;]|\band\b|$)")
+
+
 def _says_earlier(q: str) -> bool:
-    """``_PAST`` in ``q``, but for a modifier alone (``_MODIFIER``) beside a present adverb."""
+    """``_PAST`` or ``_BEFORE_NAME`` in ``q``, but for a modifier alone (``_MODIFIER``)
+    beside a present adverb."""
     now = _NOW.search(q) is not None
-    return any(not (now and _MODIFIER.fullmatch(m.group(0))) for m in _PAST.finditer(q))
+    return (any(not (now and _MODIFIER.fullmatch(m.group(0))) for m in _PAST.finditer(q))
+            or _BEFORE_NAME.search(q) is not None)
+
+
+# The present named outright: a question that says "now", "currently", "these days", "still",
+# "the latest" expects that its subject changed (``present.py`` reads it).
+_SAYS_NOW = re.compile(r"\b(?:now|currently|nowadays|these days|at (?:the )?moment|right now|at present|today|"
+                       r"still|latest|current)\b", re.I)
+
+
+def says_now(query: str) -> bool:
+    """Whether a question names the present outright (``_SAYS_NOW``)."""
+    return _SAYS_NOW.search(query or "") is not None
 
 
 def asks_earlier(query: str) -> bool:
@@ -266,7 +291,7 @@ def title_words(heading: str | None) -> set[str]:
 
 def analyze(query: str) -> QueryCues:
     return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query),
-                     past=asks_past(query), earlier=asks_earlier(query),
+                     past=asks_past(query), earlier=asks_earlier(query), now=says_now(query),
                      idents=frozenset(identifiers(query)), words=frozenset(words(query)))
 
 

@@ -34,6 +34,14 @@ def test_when_questions(query, temporal):
     ("How long did we keep the original uploads?", True),
     ("What was the original bucket?", True),
     ("What did we use originally, and what do we use now?", True),   # "originally" is no modifier
+    # "before" and a name closing the question or its clause: what replaced it
+    ("Which provider took online payments before Stripe?", True),
+    ("What produced the distance matrices before Valhalla, and with which profile?", True),
+    ("Which MQTT service received lock telemetry before IoT Core?", True),
+    ("Which firmware ran before v2.4?", True),
+    ("How many records behind can the sink be before CloudWatch alerts?", False),   # a clause goes on
+    ("How long can a page sit in the ISR cache before Next regenerates it?", False),
+    ("What has to be merged before Friday?", False),                                # a weekday is no name
 ])
 def test_questions_that_ask_for_an_earlier_version(query, earlier):
     assert analyze(query).earlier is earlier
@@ -50,6 +58,18 @@ def test_questions_that_ask_for_an_earlier_version(query, earlier):
 ])
 def test_when_is_asks_about_the_present(query, present):
     assert analyze(query).present is present
+
+
+@pytest.mark.parametrize("query, now", [
+    ("Which port does staging Postgres use now?", True),
+    ("What is the current retention?", True),
+    ("Is the API still on pg-stg-1?", True),
+    ("How do we deploy these days?", True),
+    ("Which port does staging Postgres use?", False),
+    ("Where is the nowhere-man config?", False),       # a word, not the adverb
+])
+def test_questions_that_name_the_present_outright(query, now):
+    assert analyze(query).now is now
 
 
 def test_periods_a_question_names():
