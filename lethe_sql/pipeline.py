@@ -15,8 +15,10 @@
              cross-encoder's logit is used as is
           -> revisions (lethe_sql.revisions): for a question about the present, the
              current version of every superseded candidate joins the pool when it is
-             missing, is scored by the evidence of its chain (by_chain_evidence), and
-             ranks above every version it superseded
+             missing; the judged top ten and the linked versions of them are ordered
+             by a learned score over their judged scores, dates and scored pairs
+             (lethe_sql.present), and every version ranks below what a link says
+             replaced it (supersede_order)
           -> final order by that score -> top_k
           -> learning update (when the search may learn)
 
@@ -34,7 +36,7 @@ from .cues import analyze
 from .judges import QueryEncoding
 from .learn import Update, apply as apply_learning, cue_of, current_step
 from .prepared import statement
-from .revisions import Superseded, promotions, superseders
+from .revisions import Superseded, scored_pairs, superseders
 from .settings import Settings
 
 CANDIDATES_SQL = """SELECT c.*, e.content, e.text, e.source, e.heading, e.created_at, e.session_id, e.tier
@@ -180,46 +182,43 @@ def run(con, enc: QueryEncoding, settings: Settings, judge=None, *, learn: bool 
 
 
 @dataclass(frozen=True)
-class Replacements:
-    """What a question about the present is reordered by: ``by`` maps a candidate's key to
-    the keys of the memories that replace it (links and promotions, ``supersede_order``);
-    ``linked`` the same through links alone (``by_chain_evidence``)."""
+class Present:
+    """What a question about the present is reordered by (``present.order``, then
+    ``supersede_order``): ``linked`` maps a candidate's key to the keys of the memories
+    that links say replace it, ``pairs`` the pairs detection scored among the candidates
+    ((old, new) -> score), ``now`` whether the question names the present outright."""
 
-    by: dict
     linked: dict
+    pairs: dict
+    now: bool
 
 
 def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
-    """What ``supersede_order`` reorders by, for a question with these ``cues``: about the
-    present (a function of the judged order giving ``Replacements``), each superseded
-    candidate is replaced by what supersedes it, and by the newer memories among the top
-    ``PROMOTE_TOP`` that ``promoted_pairs`` promotes over it. Asking outright for an
-    earlier version, each superseding candidate gives way to the versions it superseded;
-    otherwise None (history as is).
-    A pair is left alone when the question names the older memory apart from the newer
-    one (an identifier it holds and the newer does not: "fact number 5123", "is it still
-    on pg-stg-1?"): the question asks for that one."""
-    from . import revisions
+    """What ``judge_and_cut`` reorders by, for a question with these ``cues``: about the
+    present, a function of the judged order giving ``Present`` (the links of the pool and
+    the scored pairs among the candidates ``present.order`` reorders). Asking outright for
+    an earlier version, each superseding candidate gives way to the versions it
+    superseded; otherwise None (history as is).
+    A pair is left out when the question names the older memory apart from the newer one
+    (an identifier it holds and the newer does not: "fact number 5123", "is it still on
+    pg-stg-1?"): the question asks for that one."""
+    from . import present, revisions
 
     if cues.present:
-        def replaced_by(ordered: list) -> Replacements:
+        def replaced_by(ordered: list) -> Present:
             text = {c.id: c.text for c in ordered}
-            links = [(old, new) for old, s in stale.items() for new in s.ids]
-            top = ordered[:revisions.PROMOTE_TOP]
-            promoted = promoted_pairs(top, promotions(con, [c.id for c in top]), stale)
 
-            def kept(pairs):  # a pair whose older memory the question names apart is left alone
-                return [(old, new) for old, new in pairs
-                        if not (old in text and new in text and revisions.named_apart(query, text[old], text[new]))]
+            def apart(old, new) -> bool:  # the question names the older memory apart
+                return old in text and new in text and revisions.named_apart(query, text[old], text[new])
 
-            out: dict[str, set] = {}
             linked: dict[str, set] = {}
-            for old, new in kept(links):
-                out.setdefault(old, set()).add(new)
-                linked.setdefault(old, set()).add(new)
-            for old, new in kept(promoted):
-                out.setdefault(old, set()).add(new)
-            return Replacements(out, linked)
+            for old, s in stale.items():
+                for new in s.ids:
+                    if not apart(old, new):
+                        linked.setdefault(old, set()).add(new)
+            scored = scored_pairs(con, [c.id for c in ordered[:present.TOP]])
+            pairs = {(old, new): p for (old, new), p in scored.items() if not apart(old, new)}
+            return Present(linked, pairs, cues.now)
 
         return replaced_by
     if cues.earlier and stale:
@@ -229,51 +228,6 @@ def time_order(con, cues, stale: dict[str, Superseded], query=frozenset()):
                 out.setdefault(new, set()).add(old)
         return out
     return None
-
-
-def promoted_pairs(top: list, scored: dict, stale: dict[str, Superseded], *, at: float | None = None,
-                   weak: float | None = None, margin: float | None = None) -> list[tuple[str, str]]:
-    """The promotions of a question about the present (``time_order``): of the pairs among
-    the judged ``top`` that detection ``scored`` ((old, new) -> score, ``revisions.promotions``),
-    those whose newer memory ranks above the older one. Not two memories written on one day;
-    at ``at`` (``PROMOTE_AT``) a newer memory about as relevant (``margin``,
-    ``PROMOTE_MARGIN``), or over a memory no link in the pool makes a head, or a sibling (both
-    supersede one memory of ``stale``); at ``weak`` (``PROMOTE_WEAK_AT``) only one about as
-    relevant, and not two lines of one speaker. ``at``, ``weak``, ``margin``: the module
-    constants unless given (``bench/lever_study/rank_replay.py`` replays other values).
-
-    Over a memory that itself supersedes another, a promotion needs the margin unless both
-    supersede one memory (two versions of its subject: the later is the later version).
-    Two memories written on one day are left alone: notes written an hour apart with
-    bodies alike are more often two items of one list than a fact and its change. A weak
-    pair of two lines of one speaker (conversation turns, ``revisions.speaker``) is no
-    promotion: a person's chat lines weeks apart share their words (in LoCoMo's
-    conversations one candidate pair in ten scores at ``PROMOTE_WEAK_AT``), and what they
-    say later rarely corrects what they said before."""
-    from . import revisions
-
-    at = revisions.PROMOTE_AT if at is None else at
-    weak = revisions.PROMOTE_WEAK_AT if weak is None else weak
-    margin = revisions.PROMOTE_MARGIN if margin is None else margin
-    heads = {new for s in stale.values() for new in s.ids}  # the pool's superseding memories
-    siblings = {(a, b) for s in stale.values() for a in s.ids for b in s.ids if a != b}
-    score = {c.id: c.judge_score if c.judge_score is not None else c.adjusted for c in top}
-    day = {c.id: c.created_at.date() if c.created_at else None for c in top}
-    text = {c.id: c.text for c in top}
-    out = []
-    for (old, new), p in scored.items():
-        if old not in score or new not in score or p < weak:
-            continue
-        if day[old] is not None and day[old] == day[new]:
-            continue
-        close = score[new] >= score[old] - margin
-        if p >= at:
-            promote = close or old not in heads or (old, new) in siblings
-        else:
-            promote = close and not revisions.one_speaker(text[old], text[new])
-        if promote:
-            out.append((old, new))
-    return out
 
 
 #: current versions pulled into a pool for its superseded candidates, at most
@@ -322,50 +276,6 @@ def with_current_versions(con, enc: QueryEncoding, pool: list[Candidate], stale:
         out.append(c)
         out.extend(pulled.get(c.id, ()))
     return out
-
-
-def by_chain_evidence(ordered: list, linked: dict, key=lambda c: c.id, field: str = "judge_score",
-                      t: float | None = None) -> list:
-    """A question about the present: each candidate that supersedes others in the list
-    through links (``linked``: a key -> the keys that replace it), and that nothing in the
-    list supersedes, takes as its ``field`` the evidence of its chain, ``t * log(sum(exp(score / t)))`` over itself and the versions
-    it supersedes there (``revisions.CHAIN_T``): at least the best of their scores, and more
-    when several versions of one subject match the question, as one note on a neighbouring
-    subject cannot. The list is sorted again by ``field``; ``supersede_order`` then puts
-    each version below what replaced it."""
-    from . import revisions
-
-    t = revisions.CHAIN_T if t is None else t
-    by_key = {key(c): c for c in ordered}
-    olds: dict = {}
-    for old, news in linked.items():
-        for new in news:
-            if old in by_key and new in by_key and new != old:
-                olds.setdefault(new, set()).add(old)
-    if not olds:
-        return ordered
-
-    def score(k) -> float:
-        v = getattr(by_key[k], field)
-        return float("-inf") if v is None else float(v)
-
-    evidence = {}
-    replaced = {o for ks in olds.values() for o in ks}
-    for k in olds.keys() - replaced:  # the newest version of each chain in the list
-        chain, todo = {k}, [k]
-        while todo:
-            for o in olds.get(todo.pop(), ()):
-                if o not in chain:
-                    chain.add(o)
-                    todo.append(o)
-        scores = [score(m) for m in chain]
-        top = max(scores)
-        if top != float("-inf"):
-            evidence[k] = top + t * math.log(sum(math.exp((v - top) / t) for v in scores))
-    for k, v in evidence.items():
-        setattr(by_key[k], field, v)
-    rank = {key(c): i for i, c in enumerate(ordered)}
-    return sorted(ordered, key=lambda c: (-score(key(c)), rank[key(c)]))
 
 
 def supersede_order(ordered: list, replaced_by: dict, key=lambda c: c.id, field: str | None = None) -> list:
@@ -476,8 +386,8 @@ def judge_and_cut(pool: list, settings: Settings, judge, shallow_k: int, text: s
     cross-project search: the judge over the first stage's ``pool`` (``judge_pool``, with
     the cues of the query ``text``; timed into ``timings['judge']``), then
     ``supersede_order`` by ``replaced_by`` (a map, or a function of the judged order
-    giving one or ``Replacements``: ``time_order``; for ``Replacements``,
-    ``by_chain_evidence`` first), then the top ``top_k`` numbered by final rank. Without a
+    giving one or ``Present``: ``time_order``; for ``Present``, ``present.order``
+    first), then the top ``top_k`` numbered by final rank. Without a
     judge, or with an empty pool, the first stage's order stands. Returns (ordered, judged
     pool, deep, results)."""
     ordered, deep = pool, False
@@ -488,9 +398,12 @@ def judge_and_cut(pool: list, settings: Settings, judge, shallow_k: int, text: s
     if replaced_by is not None:
         rb = replaced_by(ordered) if callable(replaced_by) else replaced_by
         scored = "judge_score" if judge is not None and pool else "adjusted"
-        if isinstance(rb, Replacements):
-            ordered = by_chain_evidence(ordered, rb.linked, key, scored)
-            rb = rb.by
+        if isinstance(rb, Present):
+            from . import present, revisions
+
+            ordered = present.order(ordered, pairs=rb.pairs, reach=present.reach(rb.linked), now=rb.now,
+                                    link_at=revisions.LINK_AT, key=key, field=scored)
+            rb = rb.linked
         ordered = supersede_order(ordered, rb, key, scored)
     results = ordered[: settings.top_k]
     for r, c in enumerate(results, 1):

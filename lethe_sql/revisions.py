@@ -43,39 +43,14 @@ COS_FLOOR = 0.3
 MAX_DETECT_BATCH = 20000
 #: a scored pair at or above this probability is a link (a detected revision). A link marks
 #: the older memory superseded (shown so, kept out of the session-start context), so it is
-#: set for precision: a pair below it still ranks the newer memory first among the top
-#: candidates from ``PROMOTE_AT``. 0.3 until 2026-11-25; with the model over feature products,
+#: set for precision: a pair below it still counts in the order of a question about the
+#: present (``present.py``). 0.3 until 2026-11-25; with the model over feature products,
 #: leave-one-project-out over p01-p41 (n = 659 current) ranks alike at 0.4 (cur@1 / cur_first
 #: / stale@1 0.763 / 0.964 / 0.023 at 0.3, 0.765 / 0.961 / 0.024 at 0.4)
 LINK_AT = 0.4
-#: a question about the present ranks the newer of two memories among its top
-#: ``PROMOTE_TOP`` first when their pair scored at least this (no link is recorded)
-PROMOTE_AT = 0.07
-PROMOTE_TOP = 10
-#: ...or at least this, when the question finds the newer one about as relevant as the
-#: older (``PROMOTE_MARGIN``): a pair scored this low is rarely a revision (2% of the
-#: candidate pairs of p01-p33 scored 0.01-0.02 are), unless the question puts the two side
-#: by side. Leave-one-project-out over p01-p33 (n = 531 current / 400 past / 732 static):
-#: cur@1 0.759 -> 0.766, cur_first 0.934 -> 0.953, stale@1 0.036 -> 0.026, past@5 0.938
-#: -> 0.935, static@5 0.980 -> 0.977 (bench/lever_study/README.md)
-PROMOTE_WEAK_AT = 0.01
-#: the margin of "about as relevant": the newer memory's own final score at least the
-#: older's less this, in the blend's units (z-scores over the judged pool). Asked of a weak
-#: pair, and of any pair over a memory that supersedes another (the current version a
-#: link found): a note that merely mentions the subject later ("health endpoints check
-#: Postgres") does not displace the answer a link vouches for ("Postgres moved to 5434").
-#: Chosen by leave-one-project-out over p01-p17 (cur@1 0.720 -> 0.742, n = 275), when it
-#: was asked of the second kind only (``PROMOTE_HEAD_MARGIN`` until 2026-11-24)
-PROMOTE_MARGIN = 0.5
-#: a question about the present places the newest version in the judged list of a chain
-#: linked there by the evidence of the whole chain: CHAIN_T * log(sum(exp(score / CHAIN_T)))
-#: over its versions in the list (``pipeline.by_chain_evidence``), at least the best single
-#: score and more when several versions match the question. Leave-one-project-out over
-#: p01-p45 (links detected by a model fitted without the project; n = 723 current / 544
-#: past / 950 static): cur@1 0.766 -> 0.788 (25 questions won, 9 lost), cur_first 0.959 ->
-#: 0.963, stale@1 0.028 -> 0.025, past@5 0.938 -> 0.936, static@5 0.979 -> 0.978; 0.25
-#: and 1.0 by replay (bench/lever_study/README.md, tenth session)
-CHAIN_T = 0.5
+#: scored pairs under this are not read back for ranking (``scored_pairs``): 2% of the
+#: candidate pairs of p01-p33 scored 0.01-0.02 are revisions
+PAIR_FLOOR = 0.01
 
 _WORD = re.compile(r"\w+")
 _HEX = re.compile(r"^[0-9a-f]{4,16}$")
@@ -294,10 +269,19 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         1.0 if min(len(a), len(b)) < 5 else 0.0,
         1.0 if value_changed(old.text, new.text) else 0.0,
         1.0 if title_change else 0.0,
-        1.0 if _NOTE_KIND.search(new_title) or _NOTE_KIND.search(new.text or "") or note_head(new_title) else 0.0,
+        1.0 if is_note_kind(new.heading, new.text) else 0.0,
         1.0 if scope_apart(old, new, a, b) else 0.0,
         math.nan if cover is None else float(cover),
     ]
+
+
+def is_note_kind(heading: str | None, text: str | None) -> bool:
+    """Whether a note is an incident, reminder, question, how-to, checklist, check, test or
+    status report rather than a statement of how things are: its heading (time stamp left
+    out) or text opens as one (``_NOTE_KIND``), or its heading ends in such a noun
+    (``note_head``)."""
+    title = _TIMESTAMP.sub("", heading or "")
+    return bool(_NOTE_KIND.search(title) or _NOTE_KIND.search(text or "") or note_head(title))
 
 
 def note_head(title: str) -> bool:
@@ -1030,8 +1014,8 @@ def redetect(con, warnings: list[str]) -> int:
     return _detect(con, ids, mat, graph, vetoes) if ids else 0
 
 
-def promotions(con, ids: Sequence[str]) -> dict[tuple[str, str], float]:
-    """Scored pairs among ``ids`` at ``PROMOTE_WEAK_AT`` or more: (old, new) -> score."""
+def scored_pairs(con, ids: Sequence[str]) -> dict[tuple[str, str], float]:
+    """Scored pairs among ``ids`` at ``PAIR_FLOOR`` or more: (old, new) -> score."""
     ids = [i for i in ids if i]
     if len(ids) < 2:
         return {}
@@ -1042,7 +1026,7 @@ def promotions(con, ids: Sequence[str]) -> dict[tuple[str, str], float]:
         """SELECT old_id, new_id, score FROM revision_candidates
            WHERE list_contains(CAST($1 AS VARCHAR[]), old_id) AND list_contains(CAST($1 AS VARCHAR[]), new_id)
              AND score >= $2""",
-        [lit, min(PROMOTE_WEAK_AT, PROMOTE_AT)],
+        [lit, PAIR_FLOOR],
     ).fetchall()}
 
 

@@ -305,34 +305,10 @@ def test_a_superseded_memory_missing_from_the_pool_brings_its_current_version(pr
     assert [h.id for h in hits[:2]] == [id_of(new), id_of(old)]
 
 
-class _Scored:
-    def __init__(self, id_, score):
-        self.id, self.judge_score = id_, score
-
-
-def test_a_chain_is_placed_by_the_evidence_of_all_its_versions():
-    """Three versions of one subject that all match the question outrank a single note that
-    matches a little better than any one of them; two versions that match less do not."""
-    from lethe_sql.pipeline import by_chain_evidence, supersede_order
-
-    def order(cands, linked):
-        ranked = supersede_order(by_chain_evidence(cands, linked), linked)
-        return [(c.id, round(c.judge_score, 4)) for c in ranked]
-
-    three = [_Scored("note", 2.0), _Scored("v1", 1.8), _Scored("v2", 1.7), _Scored("v3", 1.5)]
-    # 1.8 + 0.5 * log(1 + e^-0.2 + e^-0.6); the middle version keeps its own score
-    assert order(three, {"v1": {"v2", "v3"}, "v2": {"v3"}}) == [
-        ("v3", 2.2309), ("note", 2.0), ("v2", 1.7), ("v1", 1.8)]
-    two = [_Scored("note", 2.2), _Scored("v1", 1.8), _Scored("v3", 1.5)]  # 1.8 + 0.5 * log(1 + e^-0.6)
-    assert order(two, {"v1": {"v3"}}) == [("note", 2.2), ("v3", 2.0187), ("v1", 1.8)]
-    # no links: nothing moves, nothing is rescored
-    assert order([_Scored("a", 1.0), _Scored("b", 2.0)], {}) == [("a", 1.0), ("b", 2.0)]
-
-
 def test_a_weak_pair_promotes_a_newer_memory_but_not_over_the_answer_a_link_vouches_for(project):
-    """Promotions: a pair detection scored below the link threshold still ranks the newer
-    memory first for a question about the present, except over a memory that itself
-    supersedes another, where the newer one must be about as relevant to the question."""
+    """A pair detection scored below the link threshold (0.2) still ranks the newer memory
+    first for a question about the present (``present.order``), but a later note that
+    only mentions the subject does not displace the answer a link vouches for."""
     clash = "Local Postgres listens on host port 5433 in the dev compose file."
     moved = "Postgres moved to host port 5434 because pgbouncer now owns 5433 in the dev compose."
     health = "The readyz health endpoint runs SELECT 1 against Postgres with a two second timeout."
@@ -359,11 +335,12 @@ def test_a_weak_pair_promotes_a_newer_memory_but_not_over_the_answer_a_link_vouc
     assert got.index(id_of(cache)) < got.index(id_of(redis))
 
 
-def test_a_pair_scored_under_the_promotion_threshold_promotes_only_beside_an_equal(project):
-    """A pair scored at ``PROMOTE_WEAK_AT`` (but under ``PROMOTE_AT``) puts the newer memory
-    first only when the question finds it about as relevant as the older one
-    (``PROMOTE_MARGIN``); a pair scored under ``PROMOTE_WEAK_AT`` never does; a pair at
-    ``PROMOTE_AT`` does either way."""
+def test_a_newer_note_comes_first_beside_an_equal_or_when_detection_scores_the_pair(project):
+    """Two notes on one subject, twelve days apart (``present.order``): a question that finds
+    both about as relevant gets the newer first whatever detection scored the pair (its
+    date among the candidates counts); a question worded like the older note gets the
+    older one while the pair scores under 0.2 (not read, or weak), and the newer once
+    detection scores the pair as a likely revision."""
     old = ("Client crash reports go to Unity Cloud Diagnostics: turn it on in the Services window, "
            "crashes show in the Unity dashboard.")
     new = "Client crash reports are sent to Sentry through sentry-unity 2.1; debug symbols are uploaded by the CI job."
@@ -380,15 +357,14 @@ def test_a_pair_scored_under_the_promotion_threshold_promotes_only_beside_an_equ
         assert len(got) == 2
         return got[0]
 
-    assert [first(0.005, side_by_side), first(0.005, old_wording)] == ["old", "old"]
-    assert [first(0.03, side_by_side), first(0.03, old_wording)] == ["new", "old"]
-    assert [first(0.2, side_by_side), first(0.2, old_wording)] == ["new", "new"]
+    got = [(first(x, side_by_side), first(x, old_wording)) for x in (0.005, 0.03, 0.2, 0.9)]
+    assert got == [("new", "old"), ("new", "old"), ("new", "new"), ("new", "new")]
 
 
-def test_a_weak_pair_of_one_speakers_lines_is_no_promotion(project):
-    """Two chat lines of one speaker weeks apart, about equally relevant: a pair scored
-    under ``PROMOTE_AT`` leaves them in the question's order; a pair at ``PROMOTE_AT``
-    still promotes the later line."""
+def test_chat_lines_keep_the_questions_order_whatever_their_pair_scored(project):
+    """Two chat lines of one speaker weeks apart, about equally relevant, among other chat
+    lines: a list of conversation turns keeps the judged order (``present.conversation``)
+    at any pair score under the link threshold; only a link puts the later line first."""
     old = "Maya: crash reports from the game client go to Unity Cloud Diagnostics, in the Unity dashboard."
     new = "Maya: crash reports from the game client are sent to Sentry, with symbols from CI."
     fill = ["Omar: the macOS builds run on the Mac mini in the office.", "Omar: the lobby shows 8 rooms per page.",
@@ -406,14 +382,16 @@ def test_a_weak_pair_of_one_speakers_lines_is_no_promotion(project):
         return ranked_under_pair(project, (id_of(old), id_of(new)), score, "where do crash reports from the game client go?",
                                  {id_of(old): "old", id_of(new): "new"}, 4)
 
-    assert [order(0.0), order(0.03), order(0.2)] == [["old", "new"], ["old", "new"], ["new", "old"]]
+    assert [order(0.0), order(0.03), order(0.3)] == [["old", "new"], ["old", "new"], ["old", "new"]]
+    project.con.execute("INSERT INTO revisions (old_id, new_id, origin, reason, score) VALUES (?, ?, 'declared', 't', 1)",
+                        [id_of(old), id_of(new)])
+    assert order(0.3) == ["new", "old"]
 
 
 def test_of_two_versions_that_supersede_one_memory_the_later_comes_first(project):
-    """A -> B and A -> C (both supersede A), and B, C scored as a pair at ``PROMOTE_AT``:
-    a question about the present puts C above B even when it finds B far more relevant
-    (a firmware rolled back to the first version); without the pair, the question's
-    order stands."""
+    """A -> B and A -> C (both supersede A), and B, C scored as a pair at 0.2: a question
+    about the present puts C above B even when it finds B far more relevant (a firmware
+    rolled back to the first version); without the pair, the question's order stands."""
     a = "All MC-2 motor boards run firmware 2.3.1, flashed with tarn-fw from a dock."
     b = "Kofi flashed MC-2 firmware 2.4.0 onto all motor boards in tonight's deploy window."
     c = "Encoder scaling broke on the new build: every board is back on 2.3.1 as of tonight."

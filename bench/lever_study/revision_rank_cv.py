@@ -1,7 +1,6 @@
 """Leave-one-project-out check of the revision model by what it is for: the ranking.
 
-    .venv/bin/python bench/lever_study/revision_rank_cv.py [--projects p01,...,p17] [--promote-at X] [--link-at X]
-        [--head-margin X]
+    .venv/bin/python bench/lever_study/revision_rank_cv.py [--projects p01,...,p17] [--link-at X] [--dump FILE]
 
 For each project: fit the pair model (``revision_fit.fit``) on the other projects' candidate
 pairs plus as many LoCoMo tune-conversation pairs (negatives, as ``revision_fit`` does), index
@@ -23,7 +22,9 @@ and on the folds of p34-p41 alone (n = 128) 0.766 / 0.938 / 0.047 -> 0.781 / 0.9
 Session 10 (p01-p45, n = 723 current): 0.766 / 0.959 / 0.028 / 0.938 / 0.979; with chain
 evidence (``pipeline.by_chain_evidence``) 0.790 / 0.963 / 0.025 / 0.936 / 0.977 with middle
 versions raised too, 0.788 / 0.963 / 0.025 / 0.936 / 0.978 as shipped (the newest only). ``--dump FILE`` writes
-each question's judged pool for ``rank_replay.py replay``.
+each question's judged list for ``present_ltr.py`` (``rank_replay.Recorder``). Session 14
+(2026-11-28): ``--promote-at`` and ``--head-margin`` went with the rules they set
+(``lethe_sql/present.py`` replaced them).
 """
 
 from __future__ import annotations
@@ -48,11 +49,9 @@ from lethe_sql.db import transaction  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--projects", default=FIT)
-    ap.add_argument("--promote-at", type=float, default=R.PROMOTE_AT)
     ap.add_argument("--link-at", type=float, default=R.LINK_AT)
-    ap.add_argument("--head-margin", type=float, default=R.PROMOTE_MARGIN)
     ap.add_argument("--per", help="write each question's scores here (JSON: id -> metrics)")
-    ap.add_argument("--dump", help="write each question's judged pool here, for rank_replay.py replay")
+    ap.add_argument("--dump", help="write each question's judged list here, for present_ltr.py")
     ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
     a = ap.parse_args()
     from lethe_bench.runner import make_embedder
@@ -61,7 +60,7 @@ def main() -> None:
     ids = a.projects.split(",")
     fold = {p: pairs([p], emb) for p in ids}
     C = conversation_pairs(Path(a.locomo), emb, sum(len(X) for X, _ in fold.values()))
-    R.PROMOTE_AT, R.LINK_AT, R.PROMOTE_MARGIN = a.promote_at, a.link_at, a.head_margin
+    R.LINK_AT = a.link_at
     scores: dict[str, list[float]] = {}
     per: dict[str, dict] = {}
     rows: list[dict] = []

@@ -1,0 +1,240 @@
+"""The order of a question about the present: one learned score over the judged top ten.
+
+A question about the present wants the current version of the subject it names. The
+judge finds the subject (any of its versions); which version is current is a matter of
+the pairs detection scored (``revision_candidates``: the probability that the newer of two
+memories supersedes the older) and of the links among them. For each candidate of the
+judged top ``TOP`` this module computes ``FEATURES`` from the judged scores, the dates,
+the scored pairs and the links among those candidates, and gives the first ``LEAD``
+places to the best of them by a linear score: weights fitted by a listwise softmax (the
+answer first) on the update sets' fit projects, each project's pairs scored by a pair
+model fitted without it (``bench/lever_study/present_ltr.py``). Links stay hard:
+``pipeline.supersede_order`` then puts every linked version below what replaced it (a
+version judged below the top ten is lifted so, never further: a link can be wrong, and
+a later note linked by mistake should not take the first place on that alone).
+
+The features:
+
+* ``gap``: the judged score less the best one among the candidates; ``rrank``: 1 / (1 +
+  judged position);
+* ``sup_link`` / ``head_link``: a link in the candidates replaces it / it replaces one;
+* ``p_out``: the highest pair score of a newer candidate over it; ``p_out_close``: the
+  same over newer candidates judged at most ``CLOSE`` below it; ``n_out``: how many newer
+  candidates score ``PAIR_AT`` or more over it; ``log_notsup``: the sum of log(1 - p) over
+  them (each p capped at 0.95): how likely nothing among the candidates replaced it;
+* ``p_in``: the highest pair score of it over an older candidate; ``newest_in``: it
+  replaces some candidate at ``PAIR_AT`` and none replaces it; ``ev``: the evidence of its
+  chain (``t * log(sum(exp(score / t)))`` over it and the older candidates it replaces at
+  ``PAIR_AT``, t = ``CHAIN_T``) less its own score;
+* ``recency``: its day's place between the oldest and newest candidates' days (0 to 1);
+* ``now_x_*``: ``p_in``, ``newest_in`` and ``recency`` when the question names the present
+  outright ("now", "currently", "these days": ``cues.QueryCues.now``);
+* ``lift``: the highest pair score of it over a candidate judged above it (a newer version
+  of a memory the question found more relevant); ``sink``: the highest pair score of a
+  candidate judged below it over it; ``p_in_rel``: ``p_in`` with each older candidate's
+  pair score weighted by exp(its ``gap``), and ``newest_rel``: ``newest_in`` times the
+  best such weight of the versions it replaces (a newer version of what the question found
+  most relevant counts fully, of a memory it found less relevant less);
+* ``p_out_sole``: ``p_out`` when one newer candidate alone scores ``PAIR_AT`` or more over
+  it (a memory many later notes pair with is more often an overview than a version).
+
+A linked pair is scored at least ``revisions.LINK_AT``; a pair the question names apart
+(``revisions.named_apart``: it names a value only the older memory holds) is left out,
+so that memory is ranked on its relevance alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+#: how many of the judged order's first candidates are reordered
+TOP = 10
+#: a pair scored at least this counts as a version for ``n_out``, ``newest_in`` and ``ev``
+PAIR_AT = 0.07
+#: ``p_out_close``: a newer candidate judged at most this much below
+CLOSE = 0.5
+#: the temperature of the chain evidence ``ev``
+CHAIN_T = 0.5
+#: how many first places the learned score fills (0: all of the candidates); the other
+#: candidates keep the judged order. Chosen with the weights (``present_ltr.py``): over
+#: p01-p49 by seven folds (n = 787 current / 1,034 static), 0 / 1 / 2 / 3 gave cur@1 0.842
+#: each, cur_first 0.962 / 0.948 / 0.958 / 0.958, static@5 0.975 / 0.986 / 0.982 / 0.979
+#: (the rules before it, leave-one-project-out: 0.811 / 0.966 / 0.982): a
+#: memory the question finds relevant is not pushed out of the top five by later notes
+#: on other subjects
+LEAD = 2
+
+FEATURES = ("gap", "rrank", "sup_link", "head_link", "p_out", "p_out_close", "p_in", "ev",
+            "recency", "n_out", "newest_in", "log_notsup", "now_x_in", "now_x_newest",
+            "now_x_recency", "lift", "sink", "p_in_rel", "newest_rel", "p_out_sole")
+
+# Fitted by bench/lever_study/present_ltr.py on p01-p65 (its last lines: the folds of p01-p49 as
+# revision_rank_cv.py --dump writes them, p50-p65 as rank_replay.py dump does; lead 2, L2 10,
+# current questions only, all chosen on p01-p49; bench/lever_study/README.md, 14th session).
+_MEAN = (-1.43234, 0.292897, 0.196698, 0.195562, 0.182605, 0.135019, 0.180435, 0.176157, 0.363917, 0.3387, 0.20031, -0.524223, 0.0361533, 0.0383901, 0.0696796, 0.116096, 0.111589, 0.107905, 0.120779, 0.125063)
+_SD = (0.943634, 0.263037, 0.397502, 0.396633, 0.343807, 0.30334, 0.344286, 0.42133, 0.350232, 0.644448, 0.400232, 1.16372, 0.17012, 0.192136, 0.208375, 0.286238, 0.28253, 0.248663, 0.290232, 0.296036)
+_WEIGHTS = (1.06014, 0.319923, 0.0860367, -0.063061, -0.14298, -0.17149, 0.250643, 0.298573, 0.474803, 0.2207, 0.200326, 0.506707, 0.0974888, 0.00869687, 0.170526, -0.0480341, -0.166155, 0.750499, 0.402295, 0.0671715)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One candidate as the features read it."""
+
+    key: object
+    score: float          # the judged score (the blend)
+    day: int | None       # the day it was written (a proleptic ordinal: ``date.toordinal``)
+    text: str
+    judged: int           # its 0-based place in the judged order
+
+
+def reach(linked: dict) -> dict:
+    """A key -> every key a chain of links leads to from it (``linked``: a key -> the keys
+    of the memories that replace it directly)."""
+    out = {}
+    for start in linked:
+        seen: set = set()
+        todo = list(linked[start])
+        while todo:
+            n = todo.pop()
+            if n not in seen and n != start:
+                seen.add(n)
+                todo.extend(linked.get(n, ()))
+        out[start] = seen
+    return out
+
+
+def matrix(items: Sequence[Item], pairs: dict, reach: dict, link_at: float) -> tuple[np.ndarray, np.ndarray]:
+    """(P, L): P[i, j] the score of ``items[j]`` superseding ``items[i]`` (``pairs``: (old,
+    new) -> score; a linked pair at least ``link_at``), L[i, j] whether a link chain leads
+    from i to j. A pair of two memories written on one day counts only if linked: notes
+    written an hour apart with bodies alike are more often two items of one list than a
+    fact and its change."""
+    n = len(items)
+    P = np.zeros((n, n))
+    L = np.zeros((n, n), dtype=bool)
+    for a, x in enumerate(items):
+        newer = reach.get(x.key, ())
+        for b, y in enumerate(items):
+            if a != b:
+                linked = y.key in newer
+                L[a, b] = linked
+                same_day = x.day is not None and x.day == y.day
+                P[a, b] = max(0.0 if same_day else pairs.get((x.key, y.key), 0.0), link_at if linked else 0.0)
+    return P, L
+
+
+def features(items: Sequence[Item], P: np.ndarray, L: np.ndarray, now: bool) -> np.ndarray:
+    """``FEATURES`` of each of ``items`` (module docstring)."""
+    n = len(items)
+    X = np.zeros((n, len(FEATURES)))
+    if not n:
+        return X
+    z = np.array([it.score for it in items], dtype=np.float64)
+    bad = ~np.isfinite(z)  # a score the judge could not give counts as the lowest one
+    if bad.any():
+        z[bad] = z[~bad].min() if (~bad).any() else 0.0
+    known = [it.day for it in items if it.day is not None]
+    lo, span = (min(known), max(known) - min(known)) if known else (0.0, 0.0)
+    close = z[None, :] >= z[:, None] - CLOSE
+    judged = np.array([it.judged for it in items])
+    above = judged[:, None] < judged[None, :]  # above[k, i]: k was judged above i
+    rel = np.exp(z - z.max())  # 1 for the best-judged candidate, less the further below
+    now_f = float(now)
+    for i, it in enumerate(items):
+        olds = np.flatnonzero(P[:, i] >= PAIR_AT)
+        newer = P[i] >= PAIR_AT
+        ev = z[i]
+        if olds.size:
+            zs = np.concatenate(([z[i]], z[olds]))
+            top = zs.max()
+            ev = top + CHAIN_T * math.log(float(np.exp((zs - top) / CHAIN_T).sum()))
+        p_in = float(P[:, i].max(initial=0.0))
+        newest = float(bool(olds.size) and not newer.any())
+        recency = (it.day - lo) / span if it.day is not None and span > 0 else 0.0
+        X[i] = [
+            z[i] - z.max(),
+            1.0 / (1.0 + it.judged),
+            float(L[i].any()),
+            float(L[:, i].any()),
+            float(P[i].max(initial=0.0)),
+            float((P[i] * close[i]).max(initial=0.0)),
+            p_in,
+            ev - z[i],
+            recency,
+            float(newer.sum()),
+            newest,
+            float(np.log1p(-np.minimum(P[i], 0.95)).sum()),
+            now_f * p_in,
+            now_f * newest,
+            now_f * recency,
+            float((P[:, i] * above[:, i]).max(initial=0.0)),
+            float((P[i] * above[i]).max(initial=0.0)),
+            float((P[:, i] * rel).max(initial=0.0)),
+            newest * float(rel[olds].max(initial=0.0)),
+            float(P[i].max(initial=0.0)) if newer.sum() == 1 else 0.0,
+        ]
+    return X
+
+
+def score(X: np.ndarray, mean=None, sd=None, weights=None) -> np.ndarray:
+    """The learned score of each row of ``X`` (the module's fitted constants unless given)."""
+    mean = np.asarray(_MEAN if mean is None else mean)
+    sd = np.asarray(_SD if sd is None else sd)
+    weights = np.asarray(_WEIGHTS if weights is None else weights)
+    return ((X - mean) / sd) @ weights
+
+
+def order(ordered: list, *, pairs: dict, reach: dict, now: bool, link_at: float, key: Callable,
+          field: str = "judge_score", model=None, lead: int | None = None) -> list:
+    """``ordered`` (the judged order, best first) with its first ``TOP`` candidates
+    reordered: the first ``lead`` places (``LEAD``; 0: all) go to the best of them by the
+    learned score, the other candidates follow in the judged order, and the rest of
+    ``ordered`` after them. ``model``: (mean, sd, weights) instead of the fitted constants.
+    ``field`` (the judged score) of each reordered candidate is raised to the best of those
+    it now ranks above, so that the scores shown still fall with the rank."""
+    keep = list(range(min(TOP, len(ordered))))
+    if len(keep) < 2:
+        return ordered
+    items = [_item(ordered[k], k, key, field) for k in keep]
+    if conversation(items):
+        return ordered
+    P, L = matrix(items, pairs, reach, link_at)
+    s = score(features(items, P, L, now), *(model or (None, None, None)))
+    by_score = [keep[i] for i in sorted(range(len(keep)), key=lambda i: (-s[i], keep[i]))]
+    lead = LEAD if lead is None else lead
+    if lead:  # the learned score fills the first places; the others keep the judged order
+        first = by_score[:lead]
+        by_score = first + [k for k in sorted(keep) if k not in first]
+    ranked = [ordered[k] for k in by_score]
+    best = float("-inf")
+    for c in reversed(ranked):
+        v = getattr(c, field, None)
+        best = max(best, float("-inf") if v is None else float(v))
+        if v is not None and best > v:
+            setattr(c, field, best)
+    kept = set(keep)
+    return ranked + [c for k, c in enumerate(ordered) if k not in kept]
+
+
+def conversation(items: Sequence[Item]) -> bool:
+    """Whether most candidates are conversation turns (they open with a speaker's name or a
+    chat role: ``revisions.speaker``). Such a list keeps the judged order (links still
+    apply): what a person says later rarely corrects what they said before (one candidate
+    pair of LoCoMo's turns in ten scores 0.01 or more), and the weights were fitted on
+    notes. On LoCoMo dev7's report half the learned order over chat turns cost NDCG@10
+    0.597 -> 0.592 (paired -0.005 [-0.010, -0.001], n = 472)."""
+    from .revisions import speaker
+
+    return 2 * sum(1 for it in items if speaker(it.text)) > len(items)
+
+
+def _item(c, k: int, key: Callable, field: str) -> Item:
+    v = getattr(c, field, None)
+    when = getattr(c, "created_at", None)
+    return Item(key(c), float("-inf") if v is None else float(v),
+                when.date().toordinal() if when is not None else None,
+                getattr(c, "text", "") or "", k)
