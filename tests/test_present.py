@@ -137,3 +137,23 @@ def test_a_candidate_the_judge_could_not_score_counts_as_the_lowest():
     assert X["gap"] == (0.0, -1.0, -1.0)   # B as low as C, the lowest scored
     ranked = present.order(cands, pairs={}, reach={}, now=False, link_at=0.4, key=lambda c: c.id)
     assert [c.id for c in ranked][0] == "A"
+
+
+def test_a_pair_of_one_day_counts_only_when_linked():
+    """Notes written an hour apart are more often two items of one list than a fact and its
+    change: their scored pair is left out, a link is not."""
+    a, b = Cand("a", 2.0, 7, "09:00 Dashboard cache"), Cand("b", 1.9, 7, "09:30 Session store")
+    X = featurize([a, b], {("a", "b"): 0.6})
+    assert X["p_out"] == (0.0, 0.0) and X["p_in"] == (0.0, 0.0) and X["recency"] == (0.0, 0.0)
+    X = featurize([a, b], {("a", "b"): 0.6}, linked={"a": {"b"}})
+    assert X["p_out"] == (0.4, 0.0) and X["p_in"] == (0.0, 0.4)
+
+
+def test_the_learned_score_fills_the_first_two_places_and_the_rest_keep_the_judged_order():
+    cands = pool() + [Cand("D", 0.5, 9, "09:00 Lunch", "Lunch is at noon.")]
+    recency = np.eye(len(present.FEATURES))[present.FEATURES.index("recency")]
+    model = (np.zeros(len(present.FEATURES)), np.ones(len(present.FEATURES)), recency)
+    kw = dict(pairs={}, reach={}, now=False, link_at=0.4, key=lambda c: c.id, model=model)
+    assert present.LEAD == 2
+    assert [c.id for c in present.order(pool() + cands[3:], **kw)] == ["D", "B", "A", "C"]
+    assert [c.id for c in present.order(cands, lead=0, **kw)] == ["D", "B", "C", "A"]
