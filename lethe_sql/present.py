@@ -6,7 +6,8 @@ the pairs detection scored (``revision_candidates``: the probability that the ne
 memories supersedes the older) and of the links among them. For each candidate of the
 judged top ``TOP`` this module computes ``FEATURES`` from the judged scores, the dates,
 the scored pairs and the links among those candidates, and gives the first ``LEAD``
-places to the best of them by a linear score: weights fitted by a listwise softmax (the
+places to the best of them by a linear score (the rest keep the judged order, the newer
+of a scored pair before the older): weights fitted by a listwise softmax (the
 answer first) on the update sets' fit projects, each project's pairs scored by a pair
 model fitted without it (``bench/lever_study/present_ltr.py``). Links stay hard:
 ``pipeline.supersede_order`` then puts every linked version below what replaced it (a
@@ -59,25 +60,30 @@ PAIR_AT = 0.07
 CLOSE = 0.5
 #: the temperature of the chain evidence ``ev``
 CHAIN_T = 0.5
-#: how many first places the learned score fills (0: all of the candidates); the other
-#: candidates keep the judged order. Chosen with the weights (``present_ltr.py``): over
-#: p01-p49 by seven folds (n = 787 current / 1,034 static), 0 / 1 / 2 / 3 gave cur@1 0.842
-#: each, cur_first 0.962 / 0.948 / 0.958 / 0.958, static@5 0.975 / 0.986 / 0.982 / 0.979
-#: (the rules before it, leave-one-project-out: 0.811 / 0.966 / 0.982): a
-#: memory the question finds relevant is not pushed out of the top five by later notes
-#: on other subjects
-LEAD = 2
+#: how many first places the learned score fills (0: all of the candidates); below them the
+#: candidates keep the judged order, except that the newer of a pair scored ``SWAP_AT`` or
+#: more (or linked) comes before the older. Chosen with the weights (``present_ltr.py``) by
+#: seven folds over p01-p49 (n = 787 current / 904 static of the present questions; cur@1
+#: 0.842 in every cell): every place: cur_first 0.962, static@5 0.975; the first place
+#: 0.948 / 0.986, and with the swaps 0.959 / 0.983; two places 0.958 / 0.982, with the swaps
+#: 0.962 / 0.981 (the rules before it, leave-one-project-out: cur@1 0.811, cur_first 0.966,
+#: static@5 0.982). One place with the swaps and two with them tie on the choice's sum (two
+#: questions each way); one was taken: below the answer the judge's order stands, and the
+#: version a current memory replaced follows it as history
+LEAD = 1
+#: below the first ``LEAD`` places, a pair scored at least this puts the newer memory first
+SWAP_AT = PAIR_AT
 
 FEATURES = ("gap", "rrank", "sup_link", "head_link", "p_out", "p_out_close", "p_in", "ev",
             "recency", "n_out", "newest_in", "log_notsup", "now_x_in", "now_x_newest",
             "now_x_recency", "lift", "sink", "p_in_rel", "newest_rel", "p_out_sole")
 
 # Fitted by bench/lever_study/present_ltr.py on p01-p65 (its last lines: the folds of p01-p49 as
-# revision_rank_cv.py --dump writes them, p50-p65 as rank_replay.py dump does; lead 2, L2 10,
-# current questions only, all chosen on p01-p49; bench/lever_study/README.md, 14th session).
-_MEAN = (-1.43234, 0.292897, 0.196698, 0.195562, 0.182605, 0.135019, 0.180435, 0.176157, 0.363917, 0.3387, 0.20031, -0.524223, 0.0361533, 0.0383901, 0.0696796, 0.116096, 0.111589, 0.107905, 0.120779, 0.125063)
-_SD = (0.943634, 0.263037, 0.397502, 0.396633, 0.343807, 0.30334, 0.344286, 0.42133, 0.350232, 0.644448, 0.400232, 1.16372, 0.17012, 0.192136, 0.208375, 0.286238, 0.28253, 0.248663, 0.290232, 0.296036)
-_WEIGHTS = (1.06014, 0.319923, 0.0860367, -0.063061, -0.14298, -0.17149, 0.250643, 0.298573, 0.474803, 0.2207, 0.200326, 0.506707, 0.0974888, 0.00869687, 0.170526, -0.0480341, -0.166155, 0.750499, 0.402295, 0.0671715)
+# revision_rank_cv.py --dump writes them, p50-p65 as rank_replay.py dump does; lead 1 with the swaps, L2 10,
+# static questions weighted 0.1, all chosen on p01-p49; bench/lever_study/README.md, 14th session).
+_MEAN = (-1.73682, 0.292897, 0.160638, 0.16087, 0.150164, 0.114477, 0.149193, 0.140193, 0.371187, 0.285661, 0.176411, -0.424725, 0.0171592, 0.0183164, 0.0340673, 0.0908702, 0.0894092, 0.0665341, 0.080334, 0.104812)
+_SD = (1.10834, 0.263037, 0.367197, 0.367411, 0.316088, 0.28165, 0.317188, 0.381682, 0.349408, 0.598323, 0.381169, 1.06639, 0.11867, 0.134093, 0.149786, 0.255853, 0.253944, 0.189546, 0.232868, 0.272053)
+_WEIGHTS = (1.48103, 0.458034, 0.0534275, -0.0892994, -0.109695, -0.166337, 0.0228865, 0.331696, 0.297996, 0.204029, 0.127337, 0.508668, 0.156034, 0.0343267, 0.22357, 0.0420146, -0.237403, 0.531135, 0.296047, 0.0601175)
 
 
 @dataclass(frozen=True)
@@ -189,10 +195,11 @@ def score(X: np.ndarray, mean=None, sd=None, weights=None) -> np.ndarray:
 
 
 def order(ordered: list, *, pairs: dict, reach: dict, now: bool, link_at: float, key: Callable,
-          field: str = "judge_score", model=None, lead: int | None = None) -> list:
+          field: str = "judge_score", model=None, lead: int | None = None, swap_at: float | None = None) -> list:
     """``ordered`` (the judged order, best first) with its first ``TOP`` candidates
     reordered: the first ``lead`` places (``LEAD``; 0: all) go to the best of them by the
-    learned score, the other candidates follow in the judged order, and the rest of
+    learned score, the other candidates follow in the judged order with the newer of each
+    pair scored ``swap_at`` (``SWAP_AT``) or more before the older, and the rest of
     ``ordered`` after them. ``model``: (mean, sd, weights) instead of the fitted constants.
     ``field`` (the judged score) of each reordered candidate is raised to the best of those
     it now ranks above, so that the scores shown still fall with the rank."""
@@ -210,6 +217,16 @@ def order(ordered: list, *, pairs: dict, reach: dict, now: bool, link_at: float,
         first = by_score[:lead]
         by_score = first + [k for k in sorted(keep) if k not in first]
     ranked = [ordered[k] for k in by_score]
+    swap_at = SWAP_AT if swap_at is None else swap_at
+    if lead and swap_at <= 1:  # below the first places, the newer of a scored pair comes first
+        from .pipeline import supersede_order
+
+        newer: dict = {}
+        for a in range(len(items)):
+            for b in range(len(items)):
+                if P[a, b] >= swap_at and keep[a] not in by_score[:lead]:
+                    newer.setdefault(items[a].key, set()).add(items[b].key)
+        ranked = ranked[:lead] + supersede_order(ranked[lead:], newer, key)
     best = float("-inf")
     for c in reversed(ranked):
         v = getattr(c, field, None)

@@ -103,10 +103,9 @@ def test_a_link_still_puts_the_newer_version_first_whatever_the_model_says():
     against = -np.eye(len(present.FEATURES))[present.FEATURES.index("head_link")] * 10
     model = (np.zeros(len(present.FEATURES)), np.ones(len(present.FEATURES)), against)
     ranked = present.order(pool(), pairs={}, reach=present.reach({"A": {"B"}}), now=False, link_at=0.4,
-                           key=lambda c: c.id, model=model)
-    assert [c.id for c in ranked][-1] == "B"
-    assert [c.id for c in supersede_order(ranked, {"A": {"B"}})].index("B") < \
-        [c.id for c in supersede_order(ranked, {"A": {"B"}})].index("A")
+                           key=lambda c: c.id, model=model, lead=0)
+    assert [c.id for c in ranked][-1] == "B"                       # the model alone puts it last
+    assert [c.id for c in supersede_order(ranked, {"A": {"B"}})] == ["B", "A", "C"]
 
 
 @pytest.mark.parametrize("n", [0, 1])
@@ -149,11 +148,14 @@ def test_a_pair_of_one_day_counts_only_when_linked():
     assert X["p_out"] == (0.4, 0.0) and X["p_in"] == (0.0, 0.4)
 
 
-def test_the_learned_score_fills_the_first_two_places_and_the_rest_keep_the_judged_order():
+def test_the_learned_score_fills_the_first_place_and_below_it_the_newer_of_a_pair_comes_first():
     cands = pool() + [Cand("D", 0.5, 9, "09:00 Lunch", "Lunch is at noon.")]
     recency = np.eye(len(present.FEATURES))[present.FEATURES.index("recency")]
     model = (np.zeros(len(present.FEATURES)), np.ones(len(present.FEATURES)), recency)
-    kw = dict(pairs={}, reach={}, now=False, link_at=0.4, key=lambda c: c.id, model=model)
-    assert present.LEAD == 2
-    assert [c.id for c in present.order(pool() + cands[3:], **kw)] == ["D", "B", "A", "C"]
-    assert [c.id for c in present.order(cands, lead=0, **kw)] == ["D", "B", "C", "A"]
+    kw = dict(reach={}, now=False, link_at=0.4, key=lambda c: c.id, model=model)
+    assert present.LEAD == 1 and present.SWAP_AT == present.PAIR_AT
+    assert [c.id for c in present.order(list(cands), pairs={}, **kw)] == ["D", "A", "B", "C"]
+    assert [c.id for c in present.order(list(cands), pairs={}, lead=0, **kw)] == ["D", "B", "C", "A"]
+    # below the first place, B (a pair scored over A at SWAP_AT or more) comes before A
+    assert [c.id for c in present.order(list(cands), pairs={("A", "B"): 0.3}, **kw)] == ["D", "B", "A", "C"]
+    assert [c.id for c in present.order(list(cands), pairs={("A", "B"): 0.05}, **kw)] == ["D", "A", "B", "C"]
