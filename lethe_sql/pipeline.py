@@ -15,10 +15,10 @@
              cross-encoder's logit is used as is
           -> revisions (lethe_sql.revisions): for a question about the present, the
              current version of every superseded candidate joins the pool when it is
-             missing; the judged top ten and the linked versions of them are ordered
-             by a learned score over their judged scores, dates and scored pairs
-             (lethe_sql.present), and every version ranks below what a link says
-             replaced it (supersede_order)
+             missing; the learned score of lethe_sql.present (over the judged top
+             ten's scores, days and scored pairs) picks the first place, below it
+             the newer of a scored pair comes first, and every version ranks below
+             what a link says replaced it (supersede_order)
           -> final order by that score -> top_k
           -> learning update (when the search may learn)
 

@@ -99,18 +99,11 @@ class Item:
 
 def reach(linked: dict) -> dict:
     """A key -> every key a chain of links leads to from it (``linked``: a key -> the keys
-    of the memories that replace it directly)."""
-    out = {}
-    for start in linked:
-        seen: set = set()
-        todo = list(linked[start])
-        while todo:
-            n = todo.pop()
-            if n not in seen and n != start:
-                seen.add(n)
-                todo.extend(linked.get(n, ()))
-        out[start] = seen
-    return out
+    of the memories that replace it directly; ``revisions.Graph.newer``)."""
+    from .revisions import Graph
+
+    graph = Graph((old, new) for old, news in linked.items() for new in news)
+    return {start: graph.newer(start) for start in linked}
 
 
 def matrix(items: Sequence[Item], pairs: dict, reach: dict, link_at: float) -> tuple[np.ndarray, np.ndarray]:
@@ -221,11 +214,9 @@ def order(ordered: list, *, pairs: dict, reach: dict, now: bool, link_at: float,
     if lead and swap_at <= 1:  # below the first places, the newer of a scored pair comes first
         from .pipeline import supersede_order
 
-        newer: dict = {}
-        for a in range(len(items)):
-            for b in range(len(items)):
-                if P[a, b] >= swap_at and keep[a] not in by_score[:lead]:
-                    newer.setdefault(items[a].key, set()).add(items[b].key)
+        newer: dict = {}  # (pairs that involve the first places change nothing there)
+        for a, b in zip(*np.nonzero(P >= swap_at)):
+            newer.setdefault(items[a].key, set()).add(items[b].key)
         ranked = ranked[:lead] + supersede_order(ranked[lead:], newer, key)
     best = float("-inf")
     for c in reversed(ranked):

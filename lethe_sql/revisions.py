@@ -269,19 +269,10 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         1.0 if min(len(a), len(b)) < 5 else 0.0,
         1.0 if value_changed(old.text, new.text) else 0.0,
         1.0 if title_change else 0.0,
-        1.0 if is_note_kind(new.heading, new.text) else 0.0,
+        1.0 if _NOTE_KIND.search(new_title) or _NOTE_KIND.search(new.text or "") or note_head(new_title) else 0.0,
         1.0 if scope_apart(old, new, a, b) else 0.0,
         math.nan if cover is None else float(cover),
     ]
-
-
-def is_note_kind(heading: str | None, text: str | None) -> bool:
-    """Whether a note is an incident, reminder, question, how-to, checklist, check, test or
-    status report rather than a statement of how things are: its heading (time stamp left
-    out) or text opens as one (``_NOTE_KIND``), or its heading ends in such a noun
-    (``note_head``)."""
-    title = _TIMESTAMP.sub("", heading or "")
-    return bool(_NOTE_KIND.search(title) or _NOTE_KIND.search(text or "") or note_head(title))
 
 
 def note_head(title: str) -> bool:
@@ -629,17 +620,19 @@ class Graph:
     def add(self, old: str, new: str) -> None:
         self.up.setdefault(old, set()).add(new)
 
-    def reaches(self, a: str, b: str) -> bool:
-        """Whether ``b`` supersedes ``a``, directly or through other versions."""
+    def newer(self, a: str) -> set[str]:
+        """Every version that supersedes ``a``, directly or through other versions."""
         seen, todo = {a}, [a]
         while todo:
             for n in self.up.get(todo.pop(), ()):
-                if n == b:
-                    return True
                 if n not in seen:
                     seen.add(n)
                     todo.append(n)
-        return False
+        return seen - {a}
+
+    def reaches(self, a: str, b: str) -> bool:
+        """Whether ``b`` supersedes ``a``, directly or through other versions."""
+        return b in self.newer(a)
 
     def would_cycle(self, old: str, new: str) -> bool:
         return old == new or self.reaches(new, old)

@@ -48,13 +48,12 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         shipped = self._shipped
 
-        def order(ordered, *, pairs, reach, now, link_at, key, field="judge_score", model=None):
+        def order(ordered, *, pairs, reach, key, field="judge_score", **rest):
             self.last["pool"] = [(key(c), getattr(c, field), c.created_at, c.text, c.heading,
                                   {f: getattr(c, f, None) for f in BLEND}) for c in ordered]
             self.last["pairs"] = dict(pairs)
             self.last["reach"] = {k: set(v) for k, v in reach.items()}
-            return shipped(ordered, pairs=pairs, reach=reach, now=now, link_at=link_at, key=key, field=field,
-                           model=model)
+            return shipped(ordered, pairs=pairs, reach=reach, key=key, field=field, **rest)
 
         present.order = order
         return self
