@@ -531,6 +531,19 @@ def _restated(old_text: str, new_text: str, cos: float) -> str:
 
 
 _SPEAKER = re.compile(r"([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}):\s")
+#: words that open a note as its label, not as a speaker's name ("Update: the retry policy
+#: is now 5 attempts", "Decision: ...", "Note: ..."): a note labelled "Update:" revises one
+#: labelled "Decision:", where two speakers' turns would not (``speaker``)
+_LABELS = frozenset({
+    "update", "updated", "updates", "note", "notes", "nb", "ps", "fyi", "decision", "decided", "fix", "fixed",
+    "todo", "done", "correction", "corrected", "change", "changed", "changes", "changelog", "summary", "tldr",
+    "context", "background", "status", "result", "results", "reason", "rationale", "why", "problem", "issue",
+    "bug", "solution", "answer", "question", "q", "a", "warning", "important", "caveat", "gotcha", "edit",
+    "edited", "revision", "revised", "followup", "follow-up", "reminder", "action", "outcome", "next", "plan",
+    "idea", "tip", "lesson", "finding", "findings", "observation", "conclusion", "resolution", "workaround",
+    "cause", "impact", "goal", "rule", "again", "also", "now", "today", "later", "previously", "originally",
+    "before", "after", "new", "old", "current", "heads-up", "clarification", "confirmed", "verified", "known",
+})
 
 
 #: the roles a chat log's turns open with, in any case ("user: ...", "Assistant: ...")
@@ -543,12 +556,18 @@ _ANSWERERS = frozenset({"assistant", "ai"})
 def speaker(text: str) -> str:
     """The name a conversation turn opens with ("Caroline: ..."; a chat role in lower case:
     "user", "assistant"), else "". A turn is what its speaker says: another speaker's later
-    turn answers it and does not revise it."""
+    turn answers it and does not revise it. A note's label ("Update: ...", ``_LABELS``) is
+    no speaker."""
     m = _SPEAKER.match(text or "") or _ROLE.match(text or "")
-    if not m:
+    if not m or _label(m.group(1)):
         return ""
     name = m.group(1)
     return name.lower() if name.lower() in _ROLES else name
+
+
+def _label(name: str) -> bool:
+    """Whether a "Name:" opening is a note's label (its first word in ``_LABELS``)."""
+    return name.split(" ", 1)[0].lower() in _LABELS
 
 
 def one_speaker(a: str, b: str) -> bool:
@@ -566,7 +585,7 @@ def dialogue(text: str) -> bool:
     A session holds many facts said by several people; a later session is not a new
     version of an earlier one. Notes with "Key: value" lines name each key once; a mined
     exchange opens its turns with ``**User:**`` and is not matched."""
-    names = [m.group(1) for m in _TURN.finditer(text or "")]
+    names = [m.group(1) for m in _TURN.finditer(text or "") if not _label(m.group(1))]
     return len(set(names)) >= 2 and len(names) > len(set(names))
 
 
@@ -960,7 +979,7 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
 
 #: bump when a detection rule changes (``classify``'s vetoes, the restatement rule, the
 #: features' definitions); the model's constants enter the fingerprint by themselves
-RULES = 3
+RULES = 4
 
 
 def fingerprint() -> str:

@@ -54,6 +54,20 @@ def test_a_restatement_with_a_changed_value_is_a_revision_only_when_newer():
     assert not classify(M(OLD, None), b, 0.986, 0, {}, 2).revision   # undated: no order, no link
 
 
+def test_a_notes_label_is_no_speaker():
+    """"Update:", "Decision:", "Note:" open notes, not chat turns: a note labelled "Update:"
+    revises one labelled "Decision:" (two speakers' turns never revise each other)."""
+    from lethe_sql.revisions import classify, dialogue, speaker
+
+    assert [speaker(t) for t in ("Update: moved to 5434.", "Root cause: a full disk.", "Caroline: hi!",
+                                 "Priya Raman: ok", "user: hi")] == ["", "", "Caroline", "Priya Raman", "user"]
+    assert not dialogue("Note: port 5433.\nUpdate: port 5434.\nNote: restart needed.")
+    v = classify(M("Decision: the payments webhook retries 3 times with exponential backoff.", datetime(2026, 3, 1)),
+                 M("Update: the payments webhook retries 5 times now, backoff capped at 60 s.", datetime(2026, 4, 1)),
+                 0.9, 0, {}, 2)
+    assert v.revision and "speakers" not in v.reason
+
+
 @pytest.mark.parametrize("old,new", [
     ("The cache is shared between workers.", "The cache is not shared between workers."),
     ("The API client uses requests for HTTP.", "The API client uses httpx for HTTP."),
