@@ -56,14 +56,15 @@ _WORD = re.compile(r"\w+")
 _HEX = re.compile(r"^[0-9a-f]{4,16}$")
 
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "nor", "without", "cannot", "t", "neither"})
-# Words that announce a change of state in the newer memory.
+# Words that announce a change of state in the newer memory (or that it corrects an earlier one).
 _CHANGE = re.compile(
     r"\b(now|instead|replac\w*|switch\w*|mov(?:e|ed|es|ing)|migrat\w*|chang\w*|no longer|any ?more|"
     r"updat\w*|renam\w*|bump\w*|upgrad\w*|downgrad\w*|revert\w*|dropp?\w*|deprecat\w*|supersed\w*|"
     r"rais\w*|lower\w*|increas\w*|decreas\w*|reduc\w*|extend\w*|shorten\w*|from\b.{1,60}?\bto\b|"
     r"was\b.{1,60}?\bis\b|went|handed|took over|takes over|reassign\w*|new|"
     r"retir\w*|remov\w*|delet\w*|decommission\w*|sunset\w*|done|finished|cut ?over|back to|again|"
-    r"starting|effective|going forward)\b",
+    r"starting|effective|going forward|correct(?:ion|ions|ed|ing)|amend\w*|turns? out|scratch that|disregard\w*|"
+    r"mistaken\w*|(?:was|were) wrong|erratum)\b",
     re.I,
 )
 # A note that is not a statement of how things are: an incident, a reminder, a how-to, a
@@ -979,7 +980,7 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
 
 #: bump when a detection rule changes (``classify``'s vetoes, the restatement rule, the
 #: features' definitions); the model's constants enter the fingerprint by themselves
-RULES = 4
+RULES = 5
 
 
 def fingerprint() -> str:

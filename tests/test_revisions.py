@@ -54,6 +54,16 @@ def test_a_restatement_with_a_changed_value_is_a_revision_only_when_newer():
     assert not classify(M(OLD, None), b, 0.986, 0, {}, 2).revision   # undated: no order, no link
 
 
+def test_a_correction_written_the_same_day_revises():
+    """A note that says it corrects an earlier one announces a change, hours later too."""
+    from lethe_sql.revisions import classify
+
+    old = M("Use pnpm, not npm, in this repo.", datetime(2026, 3, 1, 10))
+    new = M("Correction to the earlier note: use npm, pnpm broke the lockfile in CI.", datetime(2026, 3, 1, 15))
+    v = classify(old, new, 0.63, 0, {}, 2)
+    assert v.revision and "announces a change" in v.reason
+
+
 def test_a_notes_label_is_no_speaker():
     """"Update:", "Decision:", "Note:" open notes, not chat turns: a note labelled "Update:"
     revises one labelled "Decision:" (two speakers' turns never revise each other)."""
