@@ -118,9 +118,11 @@ _PAST = re.compile(
     r"at one point|at some point|started out|when we (?:were|was|tried|started|had|used|ran|first)|"
     r"first (?:version|choice|plan|setup|attempt)|the old|an old|"
     r"older (?:\w+ )?(?:version|release|build|board|model|setup|config\w*|revision|firmware|hardware)s?|"
-    r"before (?:the|we|our) [\w .-]{0,40}?(?:change|switch|move|migration|upgrade|cutover|rename|rewrite)|"
-    r"why did (?:we|they|you|i) (?:drop|switch|move|replace|stop|abandon|remove|change|leave|migrate|ditch|give up))\b"
-    r"|^\W*before\b|\bbefore\W*$",
+    r"(?:before|prior to) (?:the|we|our) [\w .-]{0,40}?(?:change|switch|move|migration|upgrade|cutover|rename|rewrite)|"
+    r"why did (?:we|they|you|i) (?:drop|switch|move|replace|stop|abandon|remove|change|leave|migrate|ditch|give up)|"
+    r"did (?:we|they|you|i|the team) start (?:out |off )?with|until (?:last|recently|yesterday)|"
+    r"(?:migrated|moved|switched|did \w+ (?:migrate|move|switch)) (?:away from|off))\b"
+    r"|^\W*(?:before|prior to)\b|\b(?:before|prior to)\W*$|\bdid [\w.-]+ replace\W*$",
     re.I,
 )
 # ...or a past-tense auxiliary ("how many GPUs did we get", "who was the approver"), unless

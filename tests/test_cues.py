@@ -42,6 +42,15 @@ def test_when_questions(query, temporal):
     ("How many records behind can the sink be before CloudWatch alerts?", False),   # a clause goes on
     ("How long can a page sit in the ISR cache before Next regenerates it?", False),
     ("What has to be merged before Friday?", False),                                # a weekday is no name
+    # what was replaced, by the verbs of a move away from it
+    ("Which Node version did we start with?", True),
+    ("Which database did we migrate away from?", True),
+    ("What did we move off last spring?", True),
+    ("What did Vitest replace?", True),
+    ("What replaced the cron job?", False),                                         # asks for the newer one
+    ("What was staging on prior to the migration?", True),
+    ("What was the staging port until last week?", True),
+    ("What do we start with when the pager fires?", False),                         # a present how-to
 ])
 def test_questions_that_ask_for_an_earlier_version(query, earlier):
     assert analyze(query).earlier is earlier
