@@ -54,6 +54,34 @@ def test_a_restatement_with_a_changed_value_is_a_revision_only_when_newer():
     assert not classify(M(OLD, None), b, 0.986, 0, {}, 2).revision   # undated: no order, no link
 
 
+@pytest.mark.parametrize("old,new", [
+    ("Error tracking goes to Sentry SaaS (org acme, project api).",
+     "Error tracking runs on our self-hosted GlitchTip 4 instance at glitchtip.acme.internal."),
+    ("The mobile app talks to the API through api.acme.io behind Cloudflare.",
+     "The mobile app reaches the API via the AWS ALB at mobile-api.acme.io; Cloudflare proxying broke websockets."),
+])
+def test_a_revision_need_not_announce_its_change(old, new):
+    """No "now", "instead" or "switched": the newer note just states the new fact (the model
+    without ``revision_fit.unannounced`` scored these 0.36 and 0.32)."""
+    from lethe_sql.revisions import classify
+
+    v = classify(M(old, datetime(2026, 3, 1, 10)), M(new, datetime(2026, 3, 15, 10)), 0.6, 0, {}, 2)
+    assert v.revision and "announces a change" not in v.reason
+
+
+def test_two_notes_of_one_day_that_announce_no_change_are_a_list():
+    from lethe_sql.revisions import classify
+
+    a = M("Entries expire after ten minutes and the warm-up runs at boot.", datetime(2026, 3, 1, 9), "09:00 Dashboard cache")
+    b = M("Entries expire after ten minutes and the sweeper runs hourly.", datetime(2026, 3, 1, 9, 30), "09:30 Session store")
+    v = classify(a, b, 0.8, 0, {}, 2)
+    assert not v.revision and v.reason == "written the same day, announcing no change"
+    c = M("Entries now expire after thirty minutes and the warm-up runs at boot.", datetime(2026, 3, 1, 16))
+    assert classify(a, c, 0.8, 0, {}, 2).reason != v.reason   # a change announced: the model decides
+    d = M("Entries expire after ten minutes and the sweeper runs hourly.", datetime(2026, 3, 2, 9), "Session store")
+    assert classify(a, d, 0.8, 0, {}, 2).reason != v.reason   # another day
+
+
 def test_a_correction_written_the_same_day_revises():
     """A note that says it corrects an earlier one announces a change, hours later too."""
     from lethe_sql.revisions import classify

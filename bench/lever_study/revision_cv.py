@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from revision_fit import FIT, REPO, conversation_pairs, counts, fit, pairs  # noqa: E402
+from revision_fit import FIT, REPO, conversation_pairs, counts, fit, pairs, unannounced  # noqa: E402
 
 from lethe_sql import revisions as R  # noqa: E402
 
@@ -45,7 +45,8 @@ def main() -> None:
         for held in per:
             Xs = [per[p][0] for p in per if p != held] + [C]
             ys = [per[p][1] for p in per if p != held] + [np.zeros(len(C))]
-            model = fit(np.concatenate(Xs)[:, cols], np.concatenate(ys))
+            fx, fy = unannounced(np.concatenate(Xs), np.concatenate(ys))
+            model = fit(fx[:, cols], fy)
             t, f, m = counts(per[held][0][:, cols], per[held][1], model)
             tp, fp, fn = tp + t, fp + f, fn + m
         print(f"{label}: held-out links {tp + fp}, precision {tp / max(tp + fp, 1):.3f}, "

@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rank_replay import Recorder, links_of  # noqa: E402
-from revision_fit import FIT, REPO, conversation_pairs, fit, pairs  # noqa: E402
+from revision_fit import FIT, REPO, conversation_pairs, fit, pairs, unannounced  # noqa: E402
 
 from lethe_bench import updates as U  # noqa: E402
 from lethe_sql import MemoryStore, revisions as R  # noqa: E402
@@ -69,7 +69,7 @@ def main() -> None:
             Xs = [fold[q][0] for q in fold if q != p.id]
             ys = [fold[q][1] for q in fold if q != p.id]
             n = sum(len(x) for x in Xs)
-            mu, sd, w, b = fit(np.concatenate(Xs + [C[:n]]), np.concatenate(ys + [np.zeros(min(n, len(C)))]))
+            mu, sd, w, b = fit(*unannounced(np.concatenate(Xs + [C[:n]]), np.concatenate(ys + [np.zeros(min(n, len(C)))])))
             R._MEAN, R._SD, R._WEIGHTS, R._BIAS = tuple(mu), tuple(sd), tuple(w), float(b)
             root = Path(tmp) / p.id
             U.write_project(p, root)
