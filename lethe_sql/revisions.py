@@ -269,7 +269,7 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         w_s / w_a,
         w_s / w_b,
         rarest / 10.0,
-        1.0 if title_change or _CHANGE.search(new.text or "") else 0.0,
+        1.0 if announces_change(new) else 0.0,
         1.0 if old.at and _refers_to_date(new.text or "", old.at) else 0.0,
         math.log1p(gap_days) / 5.0,
         len(shared) / max(len(a | b), 1),
@@ -282,6 +282,12 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         1.0 if scope_apart(old, new, a, b) else 0.0,
         math.nan if cover is None else float(cover),
     ]
+
+
+def announces_change(m: Memory) -> bool:
+    """Whether a memory's title or text holds a word of ``_CHANGE`` (the ``change_words``
+    feature; ``by_rule`` asks it of a note written the same day as the one it may revise)."""
+    return bool(_CHANGE.search(_TIMESTAMP.sub("", m.heading or "")) or _CHANGE.search(m.text or ""))
 
 
 def note_head(title: str) -> bool:
@@ -488,8 +494,7 @@ def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
     swapped = _restated(old.text, new.text, cos)
     if swapped:
         return Verdict(True, 0.99, f"restated with changed words: {swapped}")
-    if old.at.date() == new.at.date() and not _CHANGE.search(new.text or "") \
-            and not _CHANGE.search(_TIMESTAMP.sub("", new.heading or "")):
+    if old.at.date() == new.at.date() and not announces_change(new):
         # two notes of one day whose bodies read alike, the later one saying nothing of a
         # change, are two items of a list ("Dashboard cache" / "Session store") more often
         # than a fact and its silent correction

@@ -26,7 +26,6 @@ TEST: a ``rank_replay.py dump`` of projects the pair model was not fitted on.
 from __future__ import annotations
 
 import collections
-import math
 import pickle
 import sys
 from pathlib import Path
@@ -39,8 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lethe_bench import updates as U  # noqa: E402
 from lethe_sql import pipeline, present, revisions  # noqa: E402
 from lethe_sql.cues import analyze  # noqa: E402
-
-TOP = 10
 
 
 class _C:
@@ -174,15 +171,6 @@ def evaluate(rows, model=None, label="", lead=None, swap_at=None):
     print(f"  {label:<30}" + " ".join(f"{k}={np.mean(v):.3f}" for k, v in agg.items())
           + f"  (n current = {len(agg['cur@1'])}, static = {len(agg['static@5'])})")
     return agg
-
-
-def diagnose(rows):
-    cur = [r for r in rows if r["q"]["kind"] == "current"]
-    inkeep = np.mean([r["y"] >= 0 for r in cur])
-    k = len(present.FEATURES)
-    w = np.zeros(k); w[0] = 1.0
-    judge_only = np.mean([order(r, (np.zeros(k), np.ones(k), w))[0] == r["q"]["current"] for r in cur])
-    print(f"current in candidates {inkeep:.3f}; judge order + hard links cur@1 {judge_only:.3f}")
 
 
 def main() -> None:
