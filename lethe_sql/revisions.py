@@ -284,6 +284,45 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
     ]
 
 
+#: a note that opens as a correction of an earlier one, in its title or its text
+#: ("Correction: local API port", "Correction to this morning's note: ...")
+_CORRECTS = re.compile(r"^\W*(?:correction|corrected|erratum|errata)\b", re.I)
+#: the value a correction says was wrong: "120 seconds, not 180", "10 days, not 14"
+_NOT_VALUE = re.compile(r"\bnot\s+(\w*\d\w*)", re.I)
+#: a correction corrects a note written at most this many days before it
+CORRECTS_WITHIN_DAYS = 7
+#: the score of a link made by the correction rule (``by_rule``)
+CORRECTION_SCORE = 0.9
+
+
+def corrects(m: Memory) -> bool:
+    """Whether a memory opens as a correction of an earlier note (``_CORRECTS``)."""
+    return bool(_CORRECTS.search(_TIMESTAMP.sub("", m.heading or "")) or _CORRECTS.search(m.text or ""))
+
+
+def correction_ties(old: Memory, new: Memory) -> tuple[str, ...]:
+    """What ties a correction to an older note it may correct: the content words their
+    titles share (labels such as "Correction" left out) and the values the correction says
+    were wrong ("not 180") that the older note holds. Empty when ``new`` is no correction
+    (``corrects``) or ``old`` was not written in the ``CORRECTS_WITHIN_DAYS`` before it.
+    A correction says outright that it replaces an earlier note; its own words are often
+    few ("Correction: 120 seconds, not 180"), so the pair model, which reads how alike two
+    notes are, scores it low. Of several older notes tied to one correction, ``_detect``
+    links the one ``correction_rank`` puts first."""
+    if not corrects(new) or not old.before(new) or new.at - old.at > timedelta(days=CORRECTS_WITHIN_DAYS):
+        return ()
+    shared = (title_words(old.heading) & title_words(new.heading)) - _LABELS
+    held = set(_WORD.findall((old.text or "").lower()))
+    named = {v.lower() for v in _NOT_VALUE.findall(new.text or "")} & held
+    return tuple(sorted(shared)) + tuple(f"not {v}" for v in sorted(named - shared))
+
+
+def correction_rank(old: Memory, new: Memory, cos: float) -> tuple[int, float]:
+    """The order in which the older notes tied to one correction are its candidates
+    (the first is what it corrects): more ties, then the nearer in meaning."""
+    return len(correction_ties(old, new)), cos
+
+
 def announces_change(m: Memory) -> bool:
     """Whether a memory's title or text holds a word of ``_CHANGE`` (the ``change_words``
     feature; ``by_rule`` asks it of a note written the same day as the one it may revise)."""
@@ -476,7 +515,8 @@ class Verdict:
 
 def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
     """The verdict of ``classify``'s rules (no order in time, a question, a conversation,
-    two speakers, an assistant's answer, a restatement, a silent note of the same day), or
+    two speakers, an assistant's answer, a restatement, a correction, a silent note of the
+    same day), or
     None when the model decides."""
     if not old.before(new):
         return Verdict(False, 0.0, "not ordered in time")
@@ -494,6 +534,9 @@ def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
     swapped = _restated(old.text, new.text, cos)
     if swapped:
         return Verdict(True, 0.99, f"restated with changed words: {swapped}")
+    ties = correction_ties(old, new)
+    if ties:
+        return Verdict(True, CORRECTION_SCORE, f"corrects it ({', '.join(ties)})")
     if old.at.date() == new.at.date() and not announces_change(new):
         # two notes of one day whose bodies read alike, the later one saying nothing of a
         # change, are two items of a list ("Dashboard cache" / "Session store") more often
@@ -511,6 +554,12 @@ def classify(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int]
     ruled = by_rule(old, new, cos)
     if ruled is not None:
         return ruled
+    return by_model(old, new, cos, rank, df, n_docs, cover)
+
+
+def by_model(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int,
+             cover: float | None = None) -> Verdict:
+    """The pair model's verdict (``classify`` without its rules)."""
     f = pair_features(old, new, cos, rank, df, n_docs, cover)
     p = probability(f)
     idf = _idf(df, n_docs)
@@ -968,12 +1017,23 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
     listed = enumerations(pairs, meta)
     pairs = [p for p in pairs if p[0] in meta and p[1] in meta and p[1] not in listed]
     # token vectors are read only for the pairs the model scores (not those a rule decides)
-    covers = pair_covers(con, [p[:2] for p in pairs if by_rule(meta[p[0]], meta[p[1]], p[2]) is None], n_docs)
+    covers = pair_covers(con, [p[:2] for p in pairs if by_rule(meta[p[0]], meta[p[1]], p[2]) is None
+                               or correction_ties(meta[p[0]], meta[p[1]])], n_docs)
+    # a correction corrects one note: of the older notes tied to it, all but the first are
+    # left to the model
+    corrected: dict[str, tuple[tuple[int, float], str]] = {}
+    for old, new, cos, _ in pairs:
+        if correction_ties(meta[old], meta[new]):
+            key = (correction_rank(meta[old], meta[new], cos), old)
+            corrected[new] = max(corrected.get(new, key), key)
     scored: dict[tuple[str, str], tuple[float, str, bool]] = {}
     for old, new, cos, rank in pairs:
         if (old, new) in scored:
             continue
-        v = classify(meta[old], meta[new], cos, rank, df, n_docs, covers.get((old, new)))
+        if new in corrected and corrected[new][1] != old and correction_ties(meta[old], meta[new]):
+            v = by_model(meta[old], meta[new], cos, rank, df, n_docs, covers.get((old, new)))
+        else:
+            v = classify(meta[old], meta[new], cos, rank, df, n_docs, covers.get((old, new)))
         if v.score > 0:
             scored[(old, new)] = (v.score, v.reason, v.revision)
     if scored:
@@ -1000,7 +1060,7 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
 
 #: bump when a detection rule changes (``classify``'s vetoes, the restatement rule, the
 #: features' definitions); the model's constants enter the fingerprint by themselves
-RULES = 6
+RULES = 7
 
 
 def fingerprint() -> str:

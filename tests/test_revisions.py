@@ -92,6 +92,50 @@ def test_a_correction_written_the_same_day_revises():
     assert v.revision and "announces a change" in v.reason
 
 
+def test_a_correction_revises_the_recent_note_it_names():
+    """A note that opens as a correction ("Correction: ...") revises a note of the week
+    before it whose title it shares or whose value it says was wrong ("not 180"), however
+    little else the two share (the model alone scored such pairs 0.02-0.27)."""
+    from lethe_sql.revisions import classify, corrects
+
+    old = M("Players get 180 seconds to reconnect before a game is marked abandoned.",
+            datetime(2026, 5, 20, 10), "10:00 Disconnect grace")
+    fix = M("Correction: 120 seconds, not 180. The arbiter rules say two minutes.",
+            datetime(2026, 5, 20, 15, 30), "15:30 Correction: disconnect grace")
+    v = classify(old, fix, 0.35, 4, {}, 2)
+    assert v.revision and v.reason == "corrects it (disconnect, grace, not 180)"
+    untitled = M(fix.text, fix.at)                       # no title: the wrong value it names ties it
+    assert classify(old, untitled, 0.35, 4, {}, 2).reason == "corrects it (not 180)"
+    later = M(fix.text, datetime(2026, 5, 28, 9), "Correction: disconnect grace")
+    assert not classify(old, later, 0.35, 4, {}, 2).reason.startswith("corrects")   # more than a week on
+    other = M("Rapid games default to 10+5.", datetime(2026, 5, 19), "Time control")
+    assert not classify(other, fix, 0.35, 4, {}, 2).reason.startswith("corrects")   # nothing ties them
+    assert [corrects(M(t, None, h)) for t, h in [
+        ("Correction to this morning's note: 50 vouchers a year.", "Vouchers"),
+        ("Tickets carry a QR code with error correction level M.", "Ticket barcode"),
+        ("50 vouchers a year.", "10:00 Erratum: vouchers"),
+        ("TMS re-sends corrected rows with the same id.", "Failing test"),
+    ]] == [True, False, True, False]
+
+
+def test_a_correction_corrects_one_note(project):
+    """Of two notes of the morning a correction's title ties to, it revises the one nearer in
+    meaning; the other stays current."""
+    write(project.memory_dir / "2026-06-24.md", (
+        "# 2026-06-24\n"
+        "## 09:30 Visitor vouchers\nEach household gets 60 visitor vouchers a year, bought in books of 10.\n"
+        "## 11:00 Visitor voucher refunds\nUnused visitor vouchers are refunded per household at the end of the "
+        "permit year.\n"
+        "## 13:45 Correction: visitor vouchers\nCorrection to this morning's note: the household allowance is 50 "
+        "visitor vouchers per year; 60 is for blue badge holders.\n"))
+    project.index()
+    texts = dict(project.con.execute("SELECT id, left(text, 10) FROM entries").fetchall())
+    assert [(texts[o], texts[n], origin) for o, n, origin in links(project)] == [
+        ("Each house", "Correction", "detected")]
+    reason = project.con.execute("SELECT reason FROM revisions").fetchone()[0]
+    assert reason == "corrects it (visitor, vouchers)"
+
+
 def test_a_notes_label_is_no_speaker():
     """"Update:", "Decision:", "Note:" open notes, not chat turns: a note labelled "Update:"
     revises one labelled "Decision:" (two speakers' turns never revise each other)."""
