@@ -75,6 +75,12 @@ def fingerprint() -> str:
     return f"{h:08x}"
 
 
+def dash_text(word: str) -> bool:
+    """A command-line word of a dash then white space ("- use pnpm"): text, never an
+    option (``cli.argv.text_args``)."""
+    return len(word) > 1 and word[0] == "-" and word[1].isspace()
+
+
 def command_of(argv: list[str]) -> str | None:
     """The subcommand of a ``lethe`` command line (after the global options)."""
     i = 0

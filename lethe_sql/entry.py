@@ -15,6 +15,12 @@ def main() -> None:
     argv = sys.argv[1:]
     from . import client
 
+    if any(client.dash_text(a) for a in argv):
+        from .cli.argv import text_args  # "- a bullet point" is text (imports the CLI: rare)
+
+        argv = text_args(argv)
+        sys.argv[1:] = argv
+
     command = client.command_of(argv)
     if command in client.SERVED and client.enabled() and os.environ.get("LETHE_IN_SERVICE") != "1":
         code = client.run(argv, command)

@@ -147,3 +147,23 @@ def test_starting_the_cli_imports_no_heavy_optional_module():
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     assert out == "[]"
+
+
+def test_a_bullet_point_is_text_not_an_option(tmp_path, cli_env):
+    """`lethe add "- use pnpm"`: a word of a dash and a space is text wherever it stands;
+    an option's value stays the option's; a line with its own `--` is read as typed."""
+    from lethe_sql.cli.argv import text_args
+
+    assert text_args(["add", "- a", "--json"]) == ["add", "--json", "--", "- a"]
+    assert text_args(["add", "--heading", "- h", "- a"]) == ["add", "--heading", "- h", "--", "- a"]
+    assert text_args(["add", "--", "- a"]) == ["add", "--", "- a"]
+    assert text_args(["add", "-k", "--json"]) == ["add", "-k", "--json"]
+    root = tmp_path / "proj"
+    root.mkdir()
+    r = ["--root", str(root)]
+    out = json.loads(run([*r, "add", "- use pnpm, not npm", "--json"], cli_env).stdout)
+    run([*r, "add", "--heading", "- tooling", "- node 22 in CI"], cli_env)
+    day = next((root / ".lethe" / "memory").glob("*.md")).read_text()
+    assert "\n- use pnpm, not npm" in day and "- tooling\n" in day and "\n- node 22 in CI" in day
+    hits = json.loads(run([*r, "search", "- pnpm", "--json", "-k", "1"], cli_env).stdout)
+    assert hits[0]["id"] == out["id"]
