@@ -115,7 +115,29 @@ def test_a_correction_revises_the_recent_note_it_names():
         ("Tickets carry a QR code with error correction level M.", "Ticket barcode"),
         ("50 vouchers a year.", "10:00 Erratum: vouchers"),
         ("TMS re-sends corrected rows with the same id.", "Failing test"),
-    ]] == [True, False, True, False]
+        ("Oops, the topic names I wrote down came from the planning sheet.", "MQTT topics"),
+        ("Actually the database backup runs at 03:30 UTC.", "DB backup"),
+        ("Scratch the earlier figure: 3 primaries.", "Shards"),
+        ("Had that wrong at lunchtime: the bucket is nvo-archive.", "Archive"),
+        ("The job actually runs twice; nobody was wrong about it.", "Cron"),
+    ]] == [True, False, True, False, True, True, True, True, False]
+
+
+def test_an_unlabelled_correction_of_the_same_day_is_tied_by_the_thing_it_names():
+    """No "Correction:" label, no shared title word: the name both notes hold ties them; and
+    a note of the same day that opens as a correction is no item of a list, so a note it is
+    not tied to is left to the model."""
+    from lethe_sql.revisions import classify
+
+    old = M("Index `tm-segments`: 5 primary shards, 1 replica, one analyzer per language.",
+            datetime(2026, 8, 19, 14, 40), "14:40 OpenSearch indices")
+    fix = M("Scratch the earlier figure: tm-segments was created with 3 primaries and 1 replica "
+            "(ops/opensearch/tm-segments.json).",
+            datetime(2026, 8, 19, 17, 25), "17:25 Shard count")
+    assert classify(old, fix, 0.69, 0, {}, 2).reason == "corrects it (tm-segments)"
+    other = M("Dashboards run on port 5601 behind the VPN.", datetime(2026, 8, 19, 16), "16:00 OpenSearch dashboards")
+    v = classify(other, fix, 0.69, 0, {}, 2)
+    assert not v.revision and v.reason != "written the same day, announcing no change"   # the model decides
 
 
 def test_a_correction_corrects_one_note(project):
@@ -256,6 +278,10 @@ def test_value_changed_is_a_value_swapped_for_one_of_the_same_shape(old, new, ch
     ("Infra overview (June)", "Tariffs cached 10 minutes, queue on redis-2.", 1.0),
     ("Tariff cache (checked)", "Tariffs are reloaded every 10 minutes now.", 0.0),  # only the parenthesis says so
     ("Check cadence for tariffs", "Tariffs are reloaded every 10 minutes now.", 0.0),  # "check" not the head
+    # ...or it opens with a check that something works (a follow-up, not a new version)
+    ("10:00 Setup time at Haldor", "Looked at 60 passes since the change: lock after 48-81 s.", 1.0),
+    ("Per-project match threshold", "Confirmed the per-project override works; the default is untouched.", 1.0),
+    ("Backup canary", "The nightly backup is checked by a restore canary at 04:00.", 0.0),   # "checked" not leading
 ])
 def test_note_kind_is_a_note_that_reports_asks_or_reminds(heading, text, kind):
     """The ``note_kind`` feature: the newer note opens as an incident, a reminder, a
