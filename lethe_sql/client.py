@@ -77,7 +77,7 @@ def fingerprint() -> str:
 
 def dash_text(word: str) -> bool:
     """A command-line word of a dash then white space ("- use pnpm"): text, never an
-    option (``cli.argv.text_args``)."""
+    option (``cli.app.text_args``)."""
     return len(word) > 1 and word[0] == "-" and word[1].isspace()
 
 

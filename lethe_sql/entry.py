@@ -16,7 +16,7 @@ def main() -> None:
     from . import client
 
     if any(client.dash_text(a) for a in argv):
-        from .cli.argv import text_args  # "- a bullet point" is text (imports the CLI: rare)
+        from .cli.app import text_args  # "- a bullet point" is text (imports the CLI: rare)
 
         argv = text_args(argv)
         sys.argv[1:] = argv

@@ -152,7 +152,7 @@ def test_starting_the_cli_imports_no_heavy_optional_module():
 def test_a_bullet_point_is_text_not_an_option(tmp_path, cli_env):
     """`lethe add "- use pnpm"`: a word of a dash and a space is text wherever it stands;
     an option's value stays the option's; a line with its own `--` is read as typed."""
-    from lethe_sql.cli.argv import text_args
+    from lethe_sql.cli.app import text_args
 
     assert text_args(["add", "- a", "--json"]) == ["add", "--json", "--", "- a"]
     assert text_args(["add", "--heading", "- h", "- a"]) == ["add", "--heading", "- h", "--", "- a"]
