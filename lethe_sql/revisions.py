@@ -300,6 +300,9 @@ _CORRECTS = re.compile(
     r"(?:had|got) (?:that|it|this) wrong|(?:i|we) (?:was|were) wrong|my (?:mistake|bad))\b",
     re.I,
 )
+#: ...or whose title ends by saying it is a corrected version ("Retention, take two",
+#: "Deadline (fixed)", "Visibility timeout, corrected")
+_CORRECTED_TITLE = re.compile(r"(?:\btake (?:two|2)|\bfixed|\bcorrected|\bcorrection)\)?\W*$", re.I)
 #: the value a correction says was wrong: "120 seconds, not 180", "10 days, not 14"
 _NOT_VALUE = re.compile(r"\bnot\s+(\w*\d\w*)", re.I)
 #: a correction corrects a note written at most this many days before it
@@ -309,8 +312,10 @@ CORRECTION_SCORE = 0.9
 
 
 def corrects(m: Memory) -> bool:
-    """Whether a memory opens as a correction of an earlier note (``_CORRECTS``)."""
-    return bool(_CORRECTS.search(_TIMESTAMP.sub("", m.heading or "")) or _CORRECTS.search(m.text or ""))
+    """Whether a memory opens as a correction of an earlier note, or its title ends as one
+    (``_CORRECTS``, ``_CORRECTED_TITLE``)."""
+    title = _TIMESTAMP.sub("", m.heading or "")
+    return bool(_CORRECTS.search(title) or _CORRECTS.search(m.text or "") or _CORRECTED_TITLE.search(title))
 
 
 def correction_ties(old: Memory, new: Memory) -> tuple[str, ...]:

@@ -120,7 +120,10 @@ def test_a_correction_revises_the_recent_note_it_names():
         ("Scratch the earlier figure: 3 primaries.", "Shards"),
         ("Had that wrong at lunchtime: the bucket is nvo-archive.", "Archive"),
         ("The job actually runs twice; nobody was wrong about it.", "Cron"),
-    ]] == [True, False, True, False, True, True, True, True, False]
+        ("Halvard require 13 months of 1-second data.", "15:10 Retention, take two"),
+        ("The email said Wednesday 1 July.", "Deadline (fixed)"),
+        ("Fixed the deadline reminder's time zone.", "Deadline reminder"),
+    ]] == [True, False, True, False, True, True, True, True, False, True, True, False]
 
 
 def test_an_unlabelled_correction_of_the_same_day_is_tied_by_the_thing_it_names():
