@@ -322,8 +322,9 @@ def correction_ties(old: Memory, new: Memory) -> tuple[str, ...]:
     """What ties a correction to an older note it may correct: the content words their
     titles share (labels such as "Correction" left out), the values the correction says
     were wrong ("not 180") that the older note holds, and the names of things both texts
-    hold (identifiers with a letter: "tm-segments", "s3://nvo-pass-archive"). Empty when ``new`` is no correction
-    (``corrects``) or ``old`` was not written in the ``CORRECTS_WITHIN_DAYS`` before it.
+    hold (identifiers with a letter: "tm-segments", "s3://nvo-pass-archive"). Empty when
+    ``new`` is no correction (``corrects``) or ``old`` was not written in the
+    ``CORRECTS_WITHIN_DAYS`` before it.
     A correction says outright that it replaces an earlier note; its own words are often
     few ("Correction: 120 seconds, not 180"), so the pair model, which reads how alike two
     notes are, scores it low. Of several older notes tied to one correction, ``_detect``
@@ -338,10 +339,11 @@ def correction_ties(old: Memory, new: Memory) -> tuple[str, ...]:
             + tuple(sorted(things - shared)))
 
 
-def correction_rank(old: Memory, new: Memory, cos: float) -> tuple[int, float]:
-    """The order in which the older notes tied to one correction are its candidates
-    (the first is what it corrects): more ties, then the nearer in meaning."""
-    return len(correction_ties(old, new)), cos
+def correction_rank(ties: tuple[str, ...], cos: float) -> tuple[int, float]:
+    """The order in which the older notes tied to one correction (``ties``: their
+    ``correction_ties``) are its candidates (the first is what it corrects): more ties,
+    then the nearer in meaning."""
+    return len(ties), cos
 
 
 def announces_change(m: Memory) -> bool:
@@ -537,8 +539,7 @@ class Verdict:
 def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
     """The verdict of ``classify``'s rules (no order in time, a question, a conversation,
     two speakers, an assistant's answer, a restatement, a correction, a silent note of the
-    same day), or
-    None when the model decides."""
+    same day), or None when the model decides."""
     if not old.before(new):
         return Verdict(False, 0.0, "not ordered in time")
     if is_question(old.text) or is_question(new.text):
@@ -1037,21 +1038,22 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
     pairs = [p for p in pairs if all(m in meta and (meta[m].at is None or meta[m].at <= horizon) for m in p[:2])]
     listed = enumerations(pairs, meta)
     pairs = [p for p in pairs if p[0] in meta and p[1] in meta and p[1] not in listed]
-    # token vectors are read only for the pairs the model scores (not those a rule decides)
-    covers = pair_covers(con, [p[:2] for p in pairs if by_rule(meta[p[0]], meta[p[1]], p[2]) is None
-                               or correction_ties(meta[p[0]], meta[p[1]])], n_docs)
-    # a correction corrects one note: of the older notes tied to it, all but the first are
-    # left to the model
+    # a correction corrects one note: of the older notes tied to it, the one
+    # ``correction_rank`` puts first; the others are left to the model
+    tied = {(old, new): ties for old, new, *_ in pairs if (ties := correction_ties(meta[old], meta[new]))}
     corrected: dict[str, tuple[tuple[int, float], str]] = {}
     for old, new, cos, _ in pairs:
-        if correction_ties(meta[old], meta[new]):
-            key = (correction_rank(meta[old], meta[new], cos), old)
+        if (old, new) in tied:
+            key = (correction_rank(tied[old, new], cos), old)
             corrected[new] = max(corrected.get(new, key), key)
+    # token vectors are read only for the pairs the model scores (not those a rule decides)
+    covers = pair_covers(con, [p[:2] for p in pairs if p[:2] in tied
+                               or by_rule(meta[p[0]], meta[p[1]], p[2]) is None], n_docs)
     scored: dict[tuple[str, str], tuple[float, str, bool]] = {}
     for old, new, cos, rank in pairs:
         if (old, new) in scored:
             continue
-        if new in corrected and corrected[new][1] != old and correction_ties(meta[old], meta[new]):
+        if (old, new) in tied and corrected[new][1] != old:
             v = by_model(meta[old], meta[new], cos, rank, df, n_docs, covers.get((old, new)))
         else:
             v = classify(meta[old], meta[new], cos, rank, df, n_docs, covers.get((old, new)))
