@@ -749,6 +749,32 @@ def test_a_pair_whose_tokens_cover_each_other_scores_higher():
     assert low < LINK_AT < high
 
 
+def test_length_features_count_the_words_of_each_note():
+    import math
+
+    from lethe_sql.revisions import FEATURES, pair_features
+
+    old = M("Upload receipts go out through Postmark with the server token in POSTMARK_TOKEN.", datetime(2026, 6, 1))
+    new = M("Receipts fine on Resend after two weeks.", datetime(2026, 6, 20))
+    f = dict(zip(FEATURES, pair_features(old, new, 0.6, 0, {}, 40)))
+    assert f["new_length"] == pytest.approx(math.log(8) / 5)            # 7 words
+    assert f["length_ratio"] == pytest.approx(math.log(8 / 13) / 2)     # against 12
+
+
+def test_a_short_note_after_a_long_one_scores_below_a_restatement_of_its_length():
+    from lethe_sql.revisions import pair_features, probability
+
+    df = {"receipts": 3, "resend": 2, "postmark": 2, "token": 2}
+    old = M("Upload receipts go out through Postmark with the server token in POSTMARK_TOKEN, "
+            "from logs@example.org, one email per accepted log.", datetime(2026, 6, 1), "10:00 Upload receipts")
+    said = "Receipts go through Resend now, key in RESEND_API_KEY."
+    short = M(said, datetime(2026, 6, 20), "09:00 Receipts via Resend")
+    # the same words, as long as the note it follows: only the two length features differ
+    long = M(" ".join([said] * 3), datetime(2026, 6, 20), "09:00 Receipts via Resend")
+    p_short, p_long = (probability(pair_features(old, m, 0.7, 0, df, 60, 0.5)) for m in (short, long))
+    assert p_short < p_long
+
+
 def test_pair_covers_reads_the_stored_token_vectors(project):
     from lethe_sql.revisions import pair_covers
 

@@ -1,6 +1,6 @@
 """Fit the revision model (lethe_sql/revisions.py: _MEAN, _SD, _WEIGHTS, _BIAS, _NO_COVER)
-on the fit projects of the development update sets (``FIT``: p01-p49, dev-a to dev-m; dev-n
-is held out) and the tune conversations of LoCoMo dev7, and print the constants. The model
+on the fit projects of the development update sets (``FIT``: p01-p93, dev-a to dev-x; dev-y
+and dev-z are held out) and the tune conversations of LoCoMo dev7, and print the constants. The model
 reads ``revisions.model_inputs``: the features and the product of each two.
 
     .venv/bin/python bench/lever_study/revision_fit.py [--projects p01,...,p17] \
@@ -39,8 +39,9 @@ from lethe_sql import MemoryStore, revisions as R  # noqa: E402
 #: by leave-one-project-out, and joined the fit; dev-e, p14-p17, was the held-out check of
 #: the fourth session of 2026-11-24 and joined the fit in the fifth; and so on, each
 #: held-out set joining once a newer one existed: p01-p49 from the eleventh session of
-#: 2026-11-25, with dev-n, p50-p53, held out; bench/data/updates/README.md keeps the history)
-FIT = ",".join(f"p{i:02d}" for i in range(1, 50))
+#: 2026-11-25, with dev-n, p50-p53, held out; p01-p93 from the seventeenth session (2026-11-28),
+#: with dev-y and dev-z held out; bench/data/updates/README.md keeps the history)
+FIT = ",".join(f"p{i:02d}" for i in range(1, 94))
 
 
 def pairs(project_ids: list[str], emb) -> tuple[np.ndarray, np.ndarray]:
