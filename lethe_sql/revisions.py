@@ -78,6 +78,23 @@ _NOTE_KIND = re.compile(
     r"looked at|follow-?up)\b",
     re.I,
 )
+# A note that opens by saying how long something has run, then reports on it ("A week on
+# External ID: 418 members signed in, ...", "Three nights since the commit-interval change:
+# ...", "FYI: three weeks of mail through Brevo: ..."), or whose title ends so ("MySQL 8.4 a
+# month on", "Waiver PDFs, one week in", "85% first week"): an account of how the current
+# setting went, not a new version of it (``reports_elapsed``). The span is spelt in words:
+# "30 days of retention: ..." states a setting
+_SPAN = r"(?:days?|nights?|weeks?|fortnight|months?)"
+_ELAPSED = re.compile(
+    r"^\W*(?:(?:update|fyi|note)\s*:\s*)?(?:the\s+)?(?:first|a|an|one|two|three|four|five|six|seven|eight|nine|ten)"
+    rf"\s+(?:full\s+|whole\s+)?{_SPAN}\s+(?:of|on|in|with|at|since|after|into|running)\b[^.:\n]{{0,80}}:",
+    re.I,
+)
+_ELAPSED_TITLE = re.compile(
+    rf"\b(?:(?:a|one|two|three|four|five|six)\s+{_SPAN}\s+(?:in|on|later)|first\s+(?:full\s+)?"
+    r"(?:day|night|week|fortnight|month))\W*$",
+    re.I,
+)
 #: ...or whose title ends in such a noun: English titles put their head noun last ("Purge
 #: job check", "Broker load test", "Nomad rollback how-to", "Unlock fee question", "Infra
 #: overview (June)"; ``note_head``)
@@ -390,6 +407,13 @@ def announces_change(m: Memory) -> bool:
     return bool(_CHANGE.search(_TIMESTAMP.sub("", m.heading or "")) or _CHANGE.search(m.text or ""))
 
 
+def reports_elapsed(m: Memory) -> bool:
+    """Whether a note opens by saying how long something has run and reports on it, or its
+    title ends so (``_ELAPSED``, ``_ELAPSED_TITLE``)."""
+    title = _TIMESTAMP.sub("", m.heading or "")
+    return bool(_ELAPSED.search(m.text or "") or _ELAPSED.search(title) or _ELAPSED_TITLE.search(title))
+
+
 def note_head(title: str) -> bool:
     """Whether a title (its time stamp left out) ends in a noun of ``_NOTE_HEADS``, a
     closing parenthesis and what it encloses left out ("Infra overview (June)")."""
@@ -576,8 +600,8 @@ class Verdict:
 
 def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
     """The verdict of ``classify``'s rules (no order in time, a question, a conversation,
-    two speakers, an assistant's answer, a restatement, a correction, a silent note of the
-    same day), or None when the model decides."""
+    two speakers, an assistant's answer, a restatement, a correction, a report of how a
+    setting went, a silent note of the same day), or None when the model decides."""
     if not old.before(new):
         return Verdict(False, 0.0, "not ordered in time")
     if is_question(old.text) or is_question(new.text):
@@ -597,6 +621,10 @@ def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
     ties = correction_ties(old, new)
     if ties:
         return Verdict(True, CORRECTION_SCORE, f"corrects it ({', '.join(ties[:4])})")
+    if reports_elapsed(new):
+        # 25 of the 27 such notes of p01-p101 report on the current setting; the other two
+        # go on to decide a new value in a later sentence
+        return Verdict(False, 0.0, "reports how a setting went, not a new version")
     if old.at.date() == new.at.date() and not announces_change(new) and not corrects(new):
         # two notes of one day whose bodies read alike, the later one saying nothing of a
         # change, are two items of a list ("Dashboard cache" / "Session store") more often
@@ -1121,7 +1149,7 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
 
 #: bump when a detection rule changes (``classify``'s vetoes, the restatement rule, the
 #: features' definitions); the model's constants enter the fingerprint by themselves
-RULES = 7
+RULES = 8
 
 
 def fingerprint() -> str:

@@ -775,6 +775,36 @@ def test_a_short_note_after_a_long_one_scores_below_a_restatement_of_its_length(
     assert p_short < p_long
 
 
+@pytest.mark.parametrize("heading,text,report", [
+    ("09:00 Resend", "A week on Resend: 212 receipts sent, no bounces. Nothing to change.", True),
+    ("09:00 Timings", "Three nights since the commit-interval change: the job took 51, 49 and 50 min.", True),
+    ("09:00 Mail", "FYI: three weeks of transactional mail through Brevo: 0.4% bounces.", True),
+    ("09:00 MySQL 8.4 a month on", "Slow-query log flat, settlement still takes 50 s.", True),
+    ("09:00 Waiver PDFs, one week in", "1,140 waivers rendered, p95 180 ms.", True),
+    ("09:00 85% first week", "86 of 87 buses made it by pull-out.", True),
+    ("09:00 Retention", "Two weeks of logs are kept now.", False),                 # a setting, no report
+    ("09:00 Retention", "30 days of backups: the bucket keeps them in Coldline.", False),  # a span in digits
+    ("09:00 Retention: one month", "Raw readings are dropped after a month.", False),
+    ("09:00 Token lifetime", "Access tokens now last 15 minutes: the tablets kept logging out.", False),
+])
+def test_reports_elapsed_is_a_note_that_opens_with_how_long_something_ran(heading, text, report):
+    from lethe_sql.revisions import reports_elapsed
+
+    assert reports_elapsed(M(text, datetime(2026, 6, 9), heading)) is report
+
+
+def test_a_report_of_how_the_current_setting_went_is_no_new_version():
+    from lethe_sql.revisions import classify
+
+    df = {"resend": 2, "receipts": 2, "postmark": 1, "dkim": 1}
+    current = M("Upload receipts go out through Resend now (RESEND_API_KEY); Postmark is closed.",
+                datetime(2026, 6, 1, 10), "10:00 Receipts via Resend")
+    report = M("A week on Resend: 212 receipts sent, no bounces, DKIM and SPF pass. Nothing to change.",
+               datetime(2026, 6, 9, 9), "09:00 Resend, a week in")
+    v = classify(current, report, 0.75, 0, df, 40, 0.55)
+    assert (v.revision, v.score, v.reason) == (False, 0.0, "reports how a setting went, not a new version")
+
+
 def test_pair_covers_reads_the_stored_token_vectors(project):
     from lethe_sql.revisions import pair_covers
 
