@@ -1,6 +1,6 @@
 """Leave-one-project-out check of the revision model by what it is for: the ranking.
 
-    .venv/bin/python bench/lever_study/revision_rank_cv.py [--projects p01,...,p17] [--link-at X] [--dump FILE]
+    .venv/bin/python bench/lever_study/revision_rank_cv.py [--projects p01,...,p17] [--link-at X] [--dump FILE] [--folds K]
 
 For each project: fit the pair model (``revision_fit.fit``) on the other projects' candidate
 pairs plus as many LoCoMo tune-conversation pairs (negatives, as ``revision_fit`` does), index
@@ -24,7 +24,8 @@ evidence (``pipeline.by_chain_evidence``) 0.790 / 0.963 / 0.025 / 0.936 / 0.977 
 versions raised too, 0.788 / 0.963 / 0.025 / 0.936 / 0.978 as shipped (the newest only). ``--dump FILE`` writes
 each question's judged list for ``present_ltr.py`` (``rank_replay.Recorder``). Session 14
 (2026-11-28): ``--promote-at`` and ``--head-margin`` went with the rules they set
-(``lethe_sql/present.py`` replaced them).
+(``lethe_sql/present.py`` replaced them). Session 17: ``--folds 8`` fits one model per fold
+of files instead of one per project (p01-p93: 8 fits, not 93).
 """
 
 from __future__ import annotations
@@ -46,6 +47,22 @@ from lethe_sql import MemoryStore, revisions as R  # noqa: E402
 from lethe_sql.db import transaction  # noqa: E402
 
 
+def fold_groups(ids: list[str], folds: int) -> dict[str, object]:
+    """A project id -> its fold: itself (``folds`` 0: leave one project out), or, with K
+    folds, the i-th file of the update sets (in name order) goes to fold i mod K with all of
+    its projects (projects written at once share a writer's habits)."""
+    if not folds:
+        return {p: p for p in ids}
+    import json
+
+    files = sorted((REPO / "bench" / "data" / "updates").glob("*.json"))
+    of = {}
+    for i, f in enumerate(files):
+        for p in json.loads(f.read_text(encoding="utf-8")).get("projects", []):
+            of[p["id"]] = i % folds
+    return {p: of[p] for p in ids}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--projects", default=FIT)
@@ -53,6 +70,8 @@ def main() -> None:
     ap.add_argument("--per", help="write each question's scores here (JSON: id -> metrics)")
     ap.add_argument("--dump", help="write each question's judged list here, for present_ltr.py")
     ap.add_argument("--locomo", default=str(REPO.parent / "shared" / "data" / "locomo" / "locomo-dev7.json.gz"))
+    ap.add_argument("--folds", type=int, default=0,
+                    help="K folds by update-set file (the files' projects together) instead of one project each")
     a = ap.parse_args()
     from lethe_bench.runner import make_embedder
 
@@ -64,12 +83,18 @@ def main() -> None:
     scores: dict[str, list[float]] = {}
     per: dict[str, dict] = {}
     rows: list[dict] = []
+    group = fold_groups(ids, a.folds)
+    fitted: dict[int, tuple] = {}
     with tempfile.TemporaryDirectory() as tmp, Recorder() as rec:
         for p in U.load(REPO / "bench" / "data" / "updates", ids):
-            Xs = [fold[q][0] for q in fold if q != p.id]
-            ys = [fold[q][1] for q in fold if q != p.id]
-            n = sum(len(x) for x in Xs)
-            mu, sd, w, b = fit(*unannounced(np.concatenate(Xs + [C[:n]]), np.concatenate(ys + [np.zeros(min(n, len(C)))])))
+            g = group[p.id]
+            if g not in fitted:
+                Xs = [fold[q][0] for q in fold if group[q] != g]
+                ys = [fold[q][1] for q in fold if group[q] != g]
+                n = sum(len(x) for x in Xs)
+                fitted[g] = fit(*unannounced(np.concatenate(Xs + [C[:n]]),
+                                             np.concatenate(ys + [np.zeros(min(n, len(C)))])))
+            mu, sd, w, b = fitted[g]
             R._MEAN, R._SD, R._WEIGHTS, R._BIAS = tuple(mu), tuple(sd), tuple(w), float(b)
             root = Path(tmp) / p.id
             U.write_project(p, root)
