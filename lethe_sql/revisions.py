@@ -95,6 +95,10 @@ _ELAPSED_TITLE = re.compile(
     r"(?:day|night|week|fortnight|month))\W*$",
     re.I,
 )
+# A note that opens as an instruction ("To roll back: in Argo CD open ...", "To add a page:
+# create ..."): a how-to that uses the current setting, not a new version of it (``instructs``;
+# all 23 such notes of p01-p101)
+_INSTRUCTION = re.compile(r"^\W*to\s+[a-z][\w-]*\b[^.:\n]{0,80}:", re.I)
 #: ...or whose title ends in such a noun: English titles put their head noun last ("Purge
 #: job check", "Broker load test", "Nomad rollback how-to", "Unlock fee question", "Infra
 #: overview (June)"; ``note_head``)
@@ -415,6 +419,11 @@ def reports_elapsed(m: Memory) -> bool:
     return bool(_ELAPSED.search(m.text or "") or _ELAPSED.search(title) or _ELAPSED_TITLE.search(title[-80:]))
 
 
+def instructs(m: Memory) -> bool:
+    """Whether a note opens as an instruction, "To <do something>: ..." (``_INSTRUCTION``)."""
+    return bool(_INSTRUCTION.search(m.text or ""))
+
+
 def note_head(title: str) -> bool:
     """Whether a title (its time stamp left out) ends in a noun of ``_NOTE_HEADS``, a
     closing parenthesis and what it encloses left out ("Infra overview (June)")."""
@@ -602,7 +611,7 @@ class Verdict:
 def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
     """The verdict of ``classify``'s rules (no order in time, a question, a conversation,
     two speakers, an assistant's answer, a restatement, a correction, a report of how a
-    setting went, a silent note of the same day), or None when the model decides."""
+    setting went, a how-to, a silent note of the same day), or None when the model decides."""
     if not old.before(new):
         return Verdict(False, 0.0, "not ordered in time")
     if is_question(old.text) or is_question(new.text):
@@ -626,6 +635,8 @@ def by_rule(old: Memory, new: Memory, cos: float) -> Verdict | None:
         # 25 of the 27 such notes of p01-p101 report on the current setting; the other two
         # go on to decide a new value in a later sentence
         return Verdict(False, 0.0, "reports how a setting went, not a new version")
+    if instructs(new):
+        return Verdict(False, 0.0, "a how-to that uses the setting, not a new version")
     if old.at.date() == new.at.date() and not announces_change(new) and not corrects(new):
         # two notes of one day whose bodies read alike, the later one saying nothing of a
         # change, are two items of a list ("Dashboard cache" / "Session store") more often
@@ -1150,7 +1161,7 @@ def _detect(con, ids: list[str], vecs: np.ndarray, graph: Graph, vetoes: set) ->
 
 #: bump when a detection rule changes (``classify``'s vetoes, the restatement rule, the
 #: features' definitions); the model's constants enter the fingerprint by themselves
-RULES = 8
+RULES = 9
 
 
 def fingerprint() -> str:

@@ -805,6 +805,32 @@ def test_a_report_of_how_the_current_setting_went_is_no_new_version():
     assert (v.revision, v.score, v.reason) == (False, 0.0, "reports how a setting went, not a new version")
 
 
+@pytest.mark.parametrize("text,how_to", [
+    ("To roll back: in Argo CD open turndown-api-prod, History and Rollback.", True),
+    ("To add a page: create web/views/foo.templ, run templ generate.", True),
+    ("  To re-file a failed movement: ringside-cli bcms refile --lot 41.", True),
+    ("Deploys go through Argo CD now: GitHub Actions only builds.", False),
+    ("Moved to Resend to cut costs: same from address.", False),     # "to" not at the opening
+    ("To be safe we keep 7 days of logs.", False),                    # no colon: a statement
+])
+def test_instructs_is_a_note_that_opens_as_a_how_to(text, how_to):
+    from lethe_sql.revisions import instructs
+
+    assert instructs(M(text, datetime(2026, 6, 9))) is how_to
+
+
+def test_a_how_to_that_uses_the_current_setting_is_no_new_version():
+    from lethe_sql.revisions import classify
+
+    df = {"argo": 2, "rollback": 2, "prod": 3}
+    current = M("Prod deploys go through Argo CD now: app turndown-api-prod tracks the deploy repo.",
+                datetime(2026, 5, 4, 10), "10:00 Argo CD")
+    how_to = M("To roll back: in Argo CD open turndown-api-prod, History and Rollback, pick the previous sync.",
+               datetime(2026, 5, 8, 9), "09:00 Rolling back")
+    v = classify(current, how_to, 0.8, 0, df, 40, 0.6)
+    assert (v.revision, v.score, v.reason) == (False, 0.0, "a how-to that uses the setting, not a new version")
+
+
 def test_pair_covers_reads_the_stored_token_vectors(project):
     from lethe_sql.revisions import pair_covers
 
