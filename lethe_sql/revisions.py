@@ -303,6 +303,11 @@ def _idf(df: dict[str, int], n_docs: int):
     return idf
 
 
+def title_of(m: Memory) -> str:
+    """A memory's heading without its leading date and time ("" when it has none)."""
+    return _TIMESTAMP.sub("", m.heading or "")
+
+
 def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str, int], n_docs: int,
                   cover: float | None = None) -> list[float]:
     """The features of the pair (``FEATURES``): ``cos`` the cosine of their embeddings,
@@ -321,7 +326,7 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
     w_s = sum(idf(t) for t in shared)
     rarest = max((idf(t) for t in shared), default=0.0)
     gap_days = max((new.at - old.at).days, 0) if old.at and new.at else 0
-    new_title = _TIMESTAMP.sub("", new.heading or "")
+    new_title = title_of(new)
     title_change = bool(_CHANGE.search(new_title))
     ha, hb = title_words(old.heading), title_words(new.heading)
     heading = 0.0
@@ -373,7 +378,7 @@ CORRECTION_SCORE = 0.9
 def corrects(m: Memory) -> bool:
     """Whether a memory opens as a correction of an earlier note, or its title ends as one
     (``_CORRECTS``, ``_CORRECTED_TITLE``)."""
-    title = _TIMESTAMP.sub("", m.heading or "")
+    title = title_of(m)
     return bool(_CORRECTS.search(title) or _CORRECTS.search(m.text or "") or _CORRECTED_TITLE.search(title))
 
 
@@ -408,13 +413,13 @@ def correction_rank(ties: tuple[str, ...], cos: float) -> tuple[int, float]:
 def announces_change(m: Memory) -> bool:
     """Whether a memory's title or text holds a word of ``_CHANGE`` (the ``change_words``
     feature; ``by_rule`` asks it of a note written the same day as the one it may revise)."""
-    return bool(_CHANGE.search(_TIMESTAMP.sub("", m.heading or "")) or _CHANGE.search(m.text or ""))
+    return bool(_CHANGE.search(title_of(m)) or _CHANGE.search(m.text or ""))
 
 
 def reports_elapsed(m: Memory) -> bool:
     """Whether a note opens by saying how long something has run and reports on it, or its
     title ends so (``_ELAPSED``, ``_ELAPSED_TITLE``)."""
-    title = _TIMESTAMP.sub("", m.heading or "")
+    title = title_of(m)
     # the title's end is read from its last 80 characters: the search stays linear in them
     return bool(_ELAPSED.search(m.text or "") or _ELAPSED.search(title) or _ELAPSED_TITLE.search(title[-80:]))
 
