@@ -793,6 +793,24 @@ def test_reports_elapsed_is_a_note_that_opens_with_how_long_something_ran(headin
     assert reports_elapsed(M(text, datetime(2026, 6, 9), heading)) is report
 
 
+@pytest.mark.parametrize("heading,text,announces", [
+    ("09:00 First night on the new timetable", "Every bus made pull-out; the planner held 3.18 MW.", False),
+    ("09:00 Backups", "After the migration the dump takes 4 minutes; the cutover is done.", False),
+    ("09:00 Payments", "Since the change the run has finished by 07:20 every Tuesday.", False),
+    ("09:00 Payments move to Tuesday", "Graham wants the run off Friday.", True),
+    ("09:00 Paging", "Critical alerts page through OnCall instead of PagerDuty.", True),
+    ("09:00 Broker", "We migrated the queue to SQS on Monday.", True),
+    ("09:00 Port", "Changed the staging port to 5434.", True),
+])
+def test_a_change_named_as_a_thing_or_event_announces_none(heading, text, announces):
+    """"the new timetable", "after the migration", "since the change", "done": a note that
+    reports on a change names it so as often as one that makes it; a verb of change or
+    "now" / "instead" announces one."""
+    from lethe_sql.revisions import announces_change
+
+    assert announces_change(M(text, datetime(2026, 6, 9), heading)) is announces
+
+
 @pytest.mark.parametrize("text,how_to", [
     ("To roll back: in Argo CD open turndown-api-prod, History and Rollback.", True),
     ("To add a page: create web/views/foo.templ, run templ generate.", True),
