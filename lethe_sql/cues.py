@@ -29,10 +29,17 @@ Cues that ``pipeline.blend`` adds, weighted, to the z-scored judge and first-sta
   replaced them; otherwise history is ranked as is. Such a question is ranked as if no memory superseded
   another; any other question is about the present, and there a superseded memory
   ranks below the memories that replaced it (``revisions.py``, ``pipeline``).
-* **title**: the share of the question's content words (``words``) that the entry's heading
-  holds, its leading date and time left out (``title_words``): an agent's heading names the
-  subject of its note ("Scaling bounds", "Ranker REST port moved"), and the indexed text
-  leaves the heading out. Chosen by leave-one-project-out over the update sets p01-p17
+* **title**: how far the entry's heading names what the question asks about
+  (``title_share``: the content words (``words``) the question and the heading, its leading
+  date and time left out, share, over the geometric mean of their counts): an agent's
+  heading names the subject of its note ("Scaling bounds", "Ranker REST port moved"), and
+  the indexed text leaves the heading out. Until the eighteenth session it was the share of
+  the question's words the heading holds, which gave a long article title holding the one
+  word of a one-word question full weight: at weight 3 NFCorpus lost 0.008 NDCG@10 against
+  no title cue (paired [-0.015, -0.001], p = 0.023, n = 323); as now, -0.003 (p = 0.16),
+  and over the update sets p50-p65 + p70-p117 (n = 1,024 current) cur@1 0.804 -> 0.807,
+  cur_first 0.948 -> 0.947, stale@1 0.027 -> 0.031, past@5 0.962 -> 0.966, static@5 0.987 ->
+  0.990. Chosen by leave-one-project-out over the update sets p01-p17
   (weight 0 / 0.5 / 1 / 2: cur@1 0.742 / 0.760 / 0.767 / 0.771, static@5 0.969 / 0.972 /
   0.972 / 0.975, n = 275 / 359; bench/lever_study/README.md); raised to 3 on 2026-11-25
   with chain evidence: leave-one-project-out over p01-p45 (out-of-fold links; n = 723
@@ -51,6 +58,7 @@ Pure functions of the query and an entry's text and date; English only.
 from __future__ import annotations
 
 import calendar
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -291,6 +299,19 @@ def title_words(heading: str | None) -> set[str]:
     return set(words(HEADING_STAMP.sub("", heading or "")))
 
 
+def title_share(query_words: frozenset, heading: str | None) -> float:
+    """How far a heading names what the question asks about: the content words the two
+    share over the geometric mean of their counts (0 to 1). A short heading that names the
+    question's subject ("Staging port" for "which port does staging use?") scores high; a
+    long title that holds one word of a one-word question ("Chlorophyll content of leafy
+    vegetables and cancer risk" for "chlorophyll") less than the share of the question's
+    words it holds (1.0) would give."""
+    h = title_words(heading)
+    if not query_words or not h:
+        return 0.0
+    return len(query_words & h) / math.sqrt(len(query_words) * len(h))
+
+
 def analyze(query: str) -> QueryCues:
     return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query),
                      past=asks_past(query), earlier=asks_earlier(query), now=says_now(query),
@@ -328,7 +349,7 @@ def signals(cues: QueryCues, text: str, created_at, heading: str | None = None) 
         toks = tokens(text)
         phrase = float(any(holds(toks, p) for p in cues.phrases))
     return {
-        "title": len(cues.words & title_words(heading)) / len(cues.words) if cues.words and heading else 0.0,
+        "title": title_share(cues.words, heading),
         "time": float(cues.temporal and states_time(text)),
         "date": float(cues.period is not None and cues.period.contains(created_at)),
         "question": float(is_question(text)),

@@ -120,14 +120,19 @@ def test_entry_cues():
                                                    "ident": 0.0, "title": 0.0}
 
 
-def test_the_title_cue_is_the_share_of_the_question_words_the_heading_holds():
+def test_the_title_cue_is_the_words_question_and_heading_share_over_their_geometric_mean():
     cues = analyze("Which port does the ranker's REST API listen on?")
     assert cues.words == {"which", "port", "ranker", "rest", "api", "listen"}
     title = lambda heading: signals(cues, "text", None, heading)["title"]
-    assert title("14:05 Ranker REST port moved") == pytest.approx(3 / 6)
-    assert title("2026-03-04 09:00 ranker-serve 0.14") == pytest.approx(1 / 6)   # its date and time say nothing
+    assert title("14:05 Ranker REST port moved") == pytest.approx(3 / (6 * 4) ** 0.5)
+    assert title("2026-03-04 09:00 ranker-serve 0.14") == pytest.approx(1 / (6 * 4) ** 0.5)   # its date and time say nothing
     assert title("09:00") == 0.0 and title(None) == 0.0
     assert signals(analyze("the and of"), "text", None, "the and of")["title"] == 0.0   # no content word asked
+    # one word asked: a long title that holds it counts less than a heading that names it
+    one = analyze("chlorophyll")
+    long_title = signals(one, "text", None, "Chlorophyll content of leafy vegetables and cancer risk")["title"]
+    assert long_title == pytest.approx(1 / 6 ** 0.5)
+    assert signals(one, "text", None, "Chlorophyll")["title"] == 1.0
 
 
 def test_the_heading_that_names_the_subject_outranks_a_neighbouring_note(project):
