@@ -44,7 +44,7 @@ DESCRIPTIONS = {
     "blend_question": "late interaction: added to the final score of an entry that is itself a question",
     "blend_phrase": "late interaction: added to the final score of an entry holding a phrase the query quotes",
     "blend_ident": "late interaction: added to the final score of an entry holding every identifier the query names (a number, version, path, host)",
-    "blend_title": "late interaction: times the share of the query's content words that the entry's heading holds, added to its final score",
+    "blend_title": "late interaction: times the content words the query and the entry's heading share over the geometric mean of their counts, added to its final score",
     "rerank_threshold": "judge past k_shallow when the best judge score is below this (unset: the judge's default, always for late interaction, 4.0 for the cross-encoder)",
     "rif": "retrieval-induced forgetting on or off",
     "n_clusters": "query clusters RIF learns per",
