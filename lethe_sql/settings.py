@@ -50,7 +50,7 @@ class Settings:
     blend_question: float = -1.0    # the entry only asks (a question that is most of its text: cues.is_question)
     blend_phrase: float = 3.0       # the query quotes a phrase and the entry holds it (tune: no effect at 0.5-3; see cues.py)
     blend_ident: float = 3.0        # the query names identifiers (a number, a version, a path) and the entry holds them all
-    blend_title: float = 3.0        # times the content words query and heading share over the geometric mean of their counts (cues.title_share)
+    blend_title: float = 3.0        # times how far the entry's heading names the query's words (cues.title_share)
     rerank_threshold: float | None = None  # None: the judge's own default
     rif: bool = True
     n_clusters: int = 30
