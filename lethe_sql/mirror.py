@@ -194,14 +194,18 @@ class Mirror:
         """The token vectors of ``ids`` as (key: the id's position in ``ids``, token
         position, dequantized vector) rows. An id's vectors never change (the id is the
         hash of its text), so each is read from ``token_vectors`` once and kept, up to
-        ``MAX_TOKEN_ROWS`` rows."""
+        ``MAX_TOKEN_ROWS`` rows: past that, only the vectors of ``ids`` are kept (the
+        whole of this call's rows, however many)."""
         missing = [i for i in ids if i not in self._tokens]
         if missing:
             from .judges import TOKEN_ROWS_SQL, ids_literal, key_codes
 
             tbl = con.execute(TOKEN_ROWS_SQL, [ids_literal(missing)]).to_arrow_table()
             if self._token_count + tbl.num_rows > MAX_TOKEN_ROWS:
-                self._tokens, self._token_count = {}, 0
+                # make room, keeping what this call reads: an id dropped here would score
+                # as one without token vectors (0)
+                self._tokens = {i: self._tokens[i] for i in ids if i in self._tokens}
+                self._token_count = sum(len(p[2]) for p in self._tokens.values() if p is not None)
             codes, names = key_codes(tbl.column("id"))
             order = np.argsort(codes, kind="stable")
             codes = codes[order]

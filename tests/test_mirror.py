@@ -153,6 +153,29 @@ def test_the_judge_reads_kept_token_vectors_with_the_macros_scores(mixed):
     assert "webhooks" in con.execute("SELECT text FROM entries WHERE id = ?", [best]).fetchone()[0].lower()
 
 
+def test_the_judge_keeps_the_vectors_it_reads_when_the_kept_ones_overflow(mixed, monkeypatch):
+    """Past ``MAX_TOKEN_ROWS`` the kept vectors make room, but never drop an id of the call
+    that overflows them: a dropped id would score 0, as one without vectors (NFCorpus, whose
+    pools of 500 long abstracts overflow 300,000 rows within a hundred searches, ranked
+    differently on a long-lived connection than on a fresh one)."""
+    con, judge = mixed.con, LateInteractionJudge()
+    ids = [r[0] for r in con.execute("SELECT id FROM entries ORDER BY id").fetchall()]
+    enc = encode_query(mixed.embedder, "webhooks retried with backoff")
+    for _ in range(3):
+        _candidates(con, enc, 5, 5, 0, 1, Settings())
+    m = mirror.current(con)
+    half = ids[: len(ids) // 2]
+    judge.score(con, enc, half)
+    monkeypatch.setattr(mirror, "MAX_TOKEN_ROWS", m._token_count + 1)  # the rest cannot join them
+    got = judge.score(con, enc, ids)
+    want = dict(con.execute(judge.sql(), [vecs_literal(enc.tok_vecs), "[" + ",".join(map(str, enc.tok_ids.tolist())) + "]",
+                                          ids_literal(ids), True]).fetchall())
+    assert sum(1 for i in half if want[i] != 0.0) > 5
+    for i in ids:
+        assert got[i] == pytest.approx(want[i], abs=1e-5), i
+    assert set(m._tokens) == set(ids)  # this call's vectors, all of them, are what is kept
+
+
 def test_an_empty_store_and_one_emptied_by_forget_search_through_the_copy(project):
     for _ in range(3):
         assert project.search("anything at all", top_k=5) == []
