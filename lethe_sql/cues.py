@@ -34,12 +34,13 @@ Cues that ``pipeline.blend`` adds, weighted, to the z-scored judge and first-sta
   date and time left out, share, over the geometric mean of their counts): an agent's
   heading names the subject of its note ("Scaling bounds", "Ranker REST port moved"), and
   the indexed text leaves the heading out. Until the eighteenth session it was the share of
-  the question's words the heading holds, which gave a long article title holding the one
-  word of a one-word question full weight: at weight 3 NFCorpus lost 0.008 NDCG@10 against
-  no title cue (paired [-0.015, -0.001], p = 0.023, n = 323); as now, -0.003 (p = 0.16),
-  and over the update sets p50-p65 + p70-p117 (n = 1,024 current) cur@1 0.804 -> 0.807,
-  cur_first 0.948 -> 0.947, stale@1 0.027 -> 0.031, past@5 0.962 -> 0.966, static@5 0.987 ->
-  0.990. Chosen by leave-one-project-out over the update sets p01-p17
+  the question's words the heading holds, which gives a long heading holding the one word
+  of a one-word question full weight; over the update sets p50-p65 + p70-p117 (n = 1,024
+  current) the change moved cur@1 0.804 -> 0.807, cur_first 0.948 -> 0.947, stale@1 0.027
+  -> 0.031, past@5 0.962 -> 0.966, static@5 0.987 -> 0.990. (It was made for an NFCorpus
+  loss that was not the cue's: the benchmark's headings are document ids, so the cue is 0
+  there; the loss came from the judge's kept token vectors, ``mirror.token_rows``, fixed in
+  the nineteenth session.) Chosen by leave-one-project-out over the update sets p01-p17
   (weight 0 / 0.5 / 1 / 2: cur@1 0.742 / 0.760 / 0.767 / 0.771, static@5 0.969 / 0.972 /
   0.972 / 0.975, n = 275 / 359; bench/lever_study/README.md); raised to 3 on 2026-11-25
   with chain evidence: leave-one-project-out over p01-p45 (out-of-fold links; n = 723

@@ -295,6 +295,10 @@ register(Config("default-noquestion", "default with the entry-is-a-question cue 
                 "the default before it was chosen on)",
                 _overridden("search_default_noquestion", (("blend_question", 0.0),)), _pipeline_missing,
                 needs_token_index=True))
+register(Config("default-notitle", "default with the title cue off (blend_title 0.0): what the heading cue "
+                "(cues.title_share) costs or gains",
+                _overridden("search_default_notitle", (("blend_title", 0.0),)), _pipeline_missing,
+                needs_token_index=True))
 register(Config("default+pool300", "default with a first-stage pool of 300 (k_deep 300)",
                 _overridden("search_default_pool300", (("k_deep", 300),)), _pipeline_missing,
                 needs_token_index=True))
