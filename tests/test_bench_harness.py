@@ -319,3 +319,15 @@ def test_federation_bench_runs_end_to_end(tmp_path):
     for name in ("shallow", "default"):
         c = r["measure"]["configs"][name]
         assert c["same_top_k_as_single"] == "2/2" and c["judge_batches_per_search"] == [1]
+
+
+def test_the_summary_takes_help_and_refuses_what_is_not_a_folder(tmp_path, capsys):
+    from lethe_bench import summary
+
+    summary.main(["--help"])
+    assert capsys.readouterr().out.startswith("usage: python -m lethe_bench.summary [FOLDER]")
+    assert not Path("--help").exists()
+    with pytest.raises(SystemExit, match="is not one folder of results"):
+        summary.main([str(tmp_path / "missing")])
+    summary.main([str(tmp_path)])  # an empty folder: a table with no rows, written there
+    assert (tmp_path / "README.md").read_text().startswith("# Committed benchmark results")

@@ -87,6 +87,12 @@ def summarize(root: Path) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: python -m lethe_bench.summary [FOLDER]  (default bench/results): writes FOLDER/README.md, "
+              "one table over every result in it, and prints it")
+        return
+    if len(argv) > 1 or (argv and not Path(argv[0]).is_dir()):
+        raise SystemExit(f"lethe_bench.summary: {' '.join(argv)!r} is not one folder of results")
     root = Path(argv[0] if argv else "bench/results")
     text = summarize(root)
     (root / "README.md").write_text(text)
