@@ -134,18 +134,29 @@ def test_learning_is_read_per_search_not_from_the_copy(conversation):
     assert top.id not in [c.id for c in _candidates(con, enc, 12, 12, 1, 5, s)]
 
 
-def test_the_judge_reads_kept_token_vectors_with_the_macros_scores(mixed):
-    con, judge = mixed.con, LateInteractionJudge()
+def _judged_through_the_copy(store):
+    """(connection, judge, every entry id, a query's encoding, the copy) once three
+    searches have built the copy on ``store``'s connection."""
+    con, judge = store.con, LateInteractionJudge()
     ids = [r[0] for r in con.execute("SELECT id FROM entries ORDER BY id").fetchall()]
-    enc = encode_query(mixed.embedder, "webhooks retried with backoff")
+    enc = encode_query(store.embedder, "webhooks retried with backoff")
     for _ in range(3):
         _candidates(con, enc, 5, 5, 0, 1, Settings())
-    m = mirror.current(con)
+    return con, judge, ids, enc, mirror.current(con)
+
+
+def _macro_scores(con, judge, enc, ids) -> dict:
+    """``lethe_maxsim``'s scores of ``ids``: the SQL the kept vectors must agree with."""
+    return dict(con.execute(judge.sql(), [vecs_literal(enc.tok_vecs), "[" + ",".join(map(str, enc.tok_ids.tolist())) + "]",
+                                          ids_literal(ids), True]).fetchall())
+
+
+def test_the_judge_reads_kept_token_vectors_with_the_macros_scores(mixed):
+    con, judge, ids, enc, m = _judged_through_the_copy(mixed)
     assert m is not None
     got = judge.score(con, enc, ids)
     assert len(m._tokens) == len(ids)  # read once, kept
-    want = dict(con.execute(judge.sql(), [vecs_literal(enc.tok_vecs), "[" + ",".join(map(str, enc.tok_ids.tolist())) + "]",
-                                          ids_literal(ids), True]).fetchall())
+    want = _macro_scores(con, judge, enc, ids)
     assert set(got) == set(ids)
     for i in ids:
         assert got[i] == pytest.approx(want[i], abs=1e-5)
@@ -158,18 +169,12 @@ def test_the_judge_keeps_the_vectors_it_reads_when_the_kept_ones_overflow(mixed,
     that overflows them: a dropped id would score 0, as one without vectors (NFCorpus, whose
     pools of 500 long abstracts overflow 300,000 rows within a hundred searches, ranked
     differently on a long-lived connection than on a fresh one)."""
-    con, judge = mixed.con, LateInteractionJudge()
-    ids = [r[0] for r in con.execute("SELECT id FROM entries ORDER BY id").fetchall()]
-    enc = encode_query(mixed.embedder, "webhooks retried with backoff")
-    for _ in range(3):
-        _candidates(con, enc, 5, 5, 0, 1, Settings())
-    m = mirror.current(con)
+    con, judge, ids, enc, m = _judged_through_the_copy(mixed)
     half = ids[: len(ids) // 2]
     judge.score(con, enc, half)
     monkeypatch.setattr(mirror, "MAX_TOKEN_ROWS", m._token_count + 1)  # the rest cannot join them
     got = judge.score(con, enc, ids)
-    want = dict(con.execute(judge.sql(), [vecs_literal(enc.tok_vecs), "[" + ",".join(map(str, enc.tok_ids.tolist())) + "]",
-                                          ids_literal(ids), True]).fetchall())
+    want = _macro_scores(con, judge, enc, ids)
     assert sum(1 for i in half if want[i] != 0.0) > 5
     for i in ids:
         assert got[i] == pytest.approx(want[i], abs=1e-5), i
