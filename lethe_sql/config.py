@@ -39,7 +39,7 @@ DESCRIPTIONS = {
     "blend_bm25": "late interaction: weight of z-scored BM25 in the final score",
     "blend_ctx": "late interaction: weight of z-scored context BM25 in the final score",
     "blend_dense": "late interaction: weight of z-scored cosine in the final score",
-    "blend_time": "late interaction: added to the final score of an entry stating a time, for a 'when' question",
+    "blend_time": "late interaction: added to the final score of an entry stating the kind of time a question asks for (when: a time; how long: a duration; how often: a frequency)",
     "blend_date": "late interaction: added to the final score of an entry dated in the period the question names",
     "blend_question": "late interaction: added to the final score of an entry that is itself a question",
     "blend_phrase": "late interaction: added to the final score of an entry holding a phrase the query quotes",

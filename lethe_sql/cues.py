@@ -5,10 +5,26 @@ Cues that ``pipeline.blend`` adds, weighted, to the z-scored judge and first-sta
 ``blend_phrase``, chosen on the tune half of LoCoMo dev7: bench/results/default-search.md;
 ``blend_ident`` for the identifiers a question names) and the title's share (``blend_title``):
 
-* **time**: the question asks *when* (``when``, ``how long``, ``what year/month/day/date/
-  time``) and the entry states a time (``yesterday``, ``last week``, a weekday, a month,
-  a year, ...). On the tune questions 79% of the evidence for "when" questions states a
-  time, against 17% of all entries.
+* **time**: the question asks for a kind of time (``asks_time``, read from its opening
+  words) and the entry states that kind (``states_time``): *when* (``when``, ``what
+  year/month/day/date/time``) and a time (``yesterday``, ``last week``, a weekday, a month,
+  a year, a clock time like ``03:30`` or ``9 pm``; on LoCoMo's tune questions 79% of the
+  evidence for "when" questions states one, against 17% of all entries); *how long* (``how
+  many days``, ``how far ahead``, ``how soon``, ``how much notice``) and a duration (``30
+  days``, ``a 50-minute session``, ``720h``, ``12h30``) or a time (chat evidence for "how
+  long" is dated talk: "since last time", "this Tuesday"); *how often* and a frequency
+  (``every 60 s``, ``twice a week``, ``nightly``) or a duration (a polling period said as
+  "15 minutes"). Until the twentieth session "how long" asked for a time as "when" does, a
+  time was no clock time, and "how often" asked for nothing. Over the update sets (p01-p125)
+  the answers to 269 "how long" questions state such a time 30% of the time (all memories
+  32%), a duration or a time 97% (49%); to 257 "when" and "what time" questions a time 56%
+  (32%), with clock times 86% (37%); to 128 "how often" questions a frequency or a duration
+  97% (37%); of LoCoMo dev7's 38 evidence turns for "how long", 61% state a time (all turns
+  16%), 87% a duration or a time (17%). Each kind states its answer in all of a chain's
+  versions alike, so the cue sets versions apart from other notes, not from each other: the
+  wider readings were chosen so that it fires on every version (``"frequency"`` read only
+  ``every``, ``nightly``, "twice a week" at first: the update sets then lost a current
+  version that says "settled on 15 minutes" to the older "every 300 s").
 * **date**: the question names a period (``in June``, ``May 2023``, ``on 13 October,
   2023``, ``in 2023``) and the entry's date (``entries.created_at``: the session date,
   or the memory file's date) falls in it.
@@ -64,7 +80,15 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-_WHEN = re.compile(r"^\W*(when|how long|what (year|month|day|date|time))\b", re.I)
+# What kind of time a question asks for, read from its opening words (``asks_time``); the
+# first that matches wins
+_ASKS = (
+    ("frequency", re.compile(r"^\W*(?:how (?:often|frequently)|at what (?:interval|frequency|cadence))\b", re.I)),
+    ("duration", re.compile(r"^\W*(?:for )?how (?:long|soon|quickly|early|late|far (?:ahead|in advance|back|out)|"
+                            r"much (?:time|notice|rest|lead time|warning|grace)|many (?:milliseconds|seconds|minutes|"
+                            r"hours|days|nights|weeks|fortnights|months|years|decades))\b", re.I)),
+    ("when", re.compile(r"^\W*(?:when|(?:at )?what (?:year|month|day|date|time))\b", re.I)),
+)
 _TIME = re.compile(
     r"\b(yesterday|today|tonight|tomorrow|last|next|ago|week|weekend|month|year|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
@@ -72,6 +96,22 @@ _TIME = re.compile(
     r"\d{4}|recently|morning|evening|night|since|soon|summer|winter|spring|fall)\b",
     re.I,
 )
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\b\d{1,2} ?(?:am|pm)\b|\b(?:noon|midnight|midday|morning|afternoon|evening|"
+                    r"night|nightly|overnight)\b", re.I)
+_COUNT = (r"(?:an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
+          r"fifty|sixty|ninety|hundred|half|few|several|multiple|many|couple of)")
+_UNIT = r"(?:ms|milliseconds?|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|nights?|weeks?|fortnights?|months?|years?|decades?)"
+# a number and a unit ("30 days", "50-minute", "90s", "12h30"), or a counting word, a space or hyphen and
+# a unit ("a week", "two-hour"): a counting word joined to a unit would read "as" as "a s"
+_DURATION = re.compile(rf"\b(?:\d+(?:[.,]\d+)?(?: ?|-)|{_COUNT}[ -]){_UNIT}\b|\b\d+h\d+\b", re.I)
+_FREQUENCY = re.compile(rf"\bevery\b|\b(?:nightly|daily|hourly|weekly|fortnightly|monthly|yearly|annually|once|twice)\b|"
+                        rf"\bper {_UNIT}\b|\b(?:\d+|{_COUNT}) times?\b|\bcron\b", re.I)
+#: the kind of time a question asks for -> what in an entry's text states it
+_STATES = {
+    "when": (_TIME, _CLOCK),
+    "duration": (_DURATION, _TIME),
+    "frequency": (_FREQUENCY, _DURATION),
+}
 _MONTH_NAMES = r"january|february|march|april|may|june|july|august|september|october|november|december|" \
                r"jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
 _PERIOD = re.compile(
@@ -101,7 +141,7 @@ class Period:
 
 @dataclass(frozen=True)
 class QueryCues:
-    temporal: bool = False
+    temporal: str = ""                         # the kind of time it asks for (``asks_time``), or ""
     period: Period | None = None
     phrases: tuple[tuple[str, ...], ...] = ()  # quoted phrases, as token sequences
     past: bool = False                         # asks about an earlier state (``asks_past``)
@@ -314,13 +354,23 @@ def title_share(query_words: frozenset, heading: str | None) -> float:
 
 
 def analyze(query: str) -> QueryCues:
-    return QueryCues(temporal=bool(_WHEN.search(query)), period=_period(query), phrases=_phrases(query),
+    return QueryCues(temporal=asks_time(query), period=_period(query), phrases=_phrases(query),
                      past=asks_past(query), earlier=asks_earlier(query), now=says_now(query),
                      idents=frozenset(identifiers(query)), words=frozenset(words(query)))
 
 
-def states_time(text: str) -> bool:
-    return bool(_TIME.search(text or ""))
+def asks_time(query: str) -> str:
+    """The kind of time a question asks for: "when" (when, what day, what time), "duration"
+    (how long, how many days), "frequency" (how often), or "" (none)."""
+    for kind, rx in _ASKS:
+        if rx.search(query or ""):
+            return kind
+    return ""
+
+
+def states_time(text: str, kind: str = "when") -> bool:
+    """Whether ``text`` states the kind of time ``kind`` (``asks_time``) asks for."""
+    return any(rx.search(text or "") for rx in _STATES.get(kind, ()))
 
 
 _SENTENCE_END = re.compile(r"[.!?]+\s")
@@ -351,7 +401,7 @@ def signals(cues: QueryCues, text: str, created_at, heading: str | None = None) 
         phrase = float(any(holds(toks, p) for p in cues.phrases))
     return {
         "title": title_share(cues.words, heading),
-        "time": float(cues.temporal and states_time(text)),
+        "time": float(bool(cues.temporal) and states_time(text, cues.temporal)),
         "date": float(cues.period is not None and cues.period.contains(created_at)),
         "question": float(is_question(text)),
         "phrase": phrase,

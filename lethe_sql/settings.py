@@ -45,7 +45,7 @@ class Settings:
     blend_dense: float = 0.0
     # 0/1 query-analysis cues added to that score (lethe_sql/cues.py), in the same units
     # (standard deviations of the z-scored terms, before dividing by their weights' sum).
-    blend_time: float = 1.5         # a "when" question and an entry that states a time
+    blend_time: float = 1.5         # a when / how long / how often question and an entry stating that kind of time
     blend_date: float = 2.0         # the question names a period and the entry's date is in it
     blend_question: float = -1.0    # the entry only asks (a question that is most of its text: cues.is_question)
     blend_phrase: float = 3.0       # the query quotes a phrase and the entry holds it (tune: no effect at 0.5-3; see cues.py)

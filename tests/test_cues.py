@@ -9,15 +9,56 @@ import pytest
 from lethe_sql.cues import Period, analyze, is_question, signals, states_time
 
 
-@pytest.mark.parametrize("query, temporal", [
-    ("When did Caroline go to the support group?", True),
-    ("how long has John been playing basketball", True),
-    ("What year did Maria start volunteering?", True),
-    ("What did Caroline research?", False),
-    ("Where is the deploy script? when it breaks", False),  # "when" must open the question
+@pytest.mark.parametrize("query, kind", [
+    ("When did Caroline go to the support group?", "when"),
+    ("What year did Maria start volunteering?", "when"),
+    ("how long has John been playing basketball", "duration"),
+    ("For how long do we keep the original uploads?", "duration"),
+    ("How many days did James plan to spend in Canada?", "duration"),
+    ("How far ahead of boarding is a pilot called out?", "duration"),
+    ("How much rest must a pilot have between two jobs?", "duration"),
+    ("How much memory does the worker get?", ""),          # an amount, not of time
+    ("What time does the nightly backup start?", "when"),
+    ("At what time do pilots get called out?", "when"),
+    ("How often are boarding estimates recalculated?", "frequency"),
+    ("how frequently does the scraper poll?", "frequency"),
+    ("How many replicas does staging run?", ""),            # a count of things, not of time
+    ("What did Caroline research?", ""),
+    ("Where is the deploy script? when it breaks", ""),     # the kind is read from the opening words
 ])
-def test_when_questions(query, temporal):
-    assert analyze(query).temporal is temporal
+def test_the_kind_of_time_a_question_asks_for(query, kind):
+    assert analyze(query).temporal == kind
+
+
+@pytest.mark.parametrize("kind, text, states", [
+    ("duration", "Switching club ice to 50-minute sessions.", True),
+    ("duration", "Audit rows are kept for 30 days, then purged.", True),
+    ("duration", "Spread-over limit is 12h30 for general duties.", True),
+    ("duration", "Tokens expire after a week.", True),
+    ("duration", "We talked about it last time.", True),             # chat evidence for "how long" is dated talk
+    ("duration", "Late-cancelled slots are offered at 70% of the price.", False),
+    ("duration", "Use it as a fallback, as agreed.", False),         # "as" is no "a s"
+    ("when", "The backup starts at 03:30 UTC.", True),
+    ("when", "Deploys go out at 7 pm.", True),
+    ("frequency", "etad now recomputes every 60 s.", True),
+    ("frequency", "Gulls are counted twice a week.", True),
+    ("frequency", "The report is built nightly.", True),
+    ("frequency", "Devices poll every 300 s.", True),
+    ("frequency", "Settled on polling at 15 minutes.", True),            # a frequency said as its period
+    ("frequency", "The report lists 60 ships.", False),
+    ("when", "Shipped on Monday.", True),
+    ("when", "Cutover at 06:00.", True),
+    ("when", "the lake was lovely", False),
+])
+def test_an_entry_states_the_kind_of_time_asked_for(kind, text, states):
+    assert states_time(text, kind) is states
+
+
+def test_a_how_long_question_rewards_a_duration_and_not_a_time_of_day():
+    cues = analyze("How long is a standard club ice session?")
+    assert signals(cues, "Switching club ice to 50-minute sessions.", None)["time"] == 1.0
+    assert signals(cues, "Resale of cancelled ice at 70% of the normal price.", None)["time"] == 0.0
+    assert signals(analyze("How often does the backup run?"), "It runs at 70% load.", None)["time"] == 0.0
 
 
 @pytest.mark.parametrize("query, earlier", [
