@@ -106,9 +106,11 @@ _ELAPSED_TITLE = re.compile(
     re.I,
 )
 # A note that opens as an instruction ("To roll back: in Argo CD open ...", "To add a page:
-# create ..."): a how-to that uses the current setting, not a new version of it (``instructs``;
-# all 23 such notes of p01-p101)
-_INSTRUCTION = re.compile(r"^\W*to\s+[a-z][\w-]*\b[^.:\n]{0,80}:", re.I)
+# create ...", "How to swap an on-call week: in Ringside ..."): a how-to that uses the current
+# setting, not a new version of it (``instructs``; all 23 such notes of p01-p101; "How to"
+# since the twentieth session, found in dev-ag's misses: of the 36 notes of p01-p133 that
+# open so, none is a version of a chain)
+_INSTRUCTION = re.compile(r"^\W*(?:how\s+)?to\s+[a-z][\w-]*\b[^.:\n]{0,80}:", re.I)
 #: ...or whose title ends in such a noun: English titles put their head noun last ("Purge
 #: job check", "Broker load test", "Nomad rollback how-to", "Unlock fee question", "Infra
 #: overview (June)"; ``note_head``)
@@ -438,7 +440,8 @@ def reports_elapsed(m: Memory) -> bool:
 
 
 def instructs(m: Memory) -> bool:
-    """Whether a note opens as an instruction, "To <do something>: ..." (``_INSTRUCTION``)."""
+    """Whether a note opens as an instruction, "To <do something>: ..." or "How to <do
+    something>: ..." (``_INSTRUCTION``)."""
     return bool(_INSTRUCTION.search(m.text or ""))
 
 

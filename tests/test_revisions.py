@@ -815,6 +815,9 @@ def test_a_change_named_as_a_thing_or_event_announces_none(heading, text, announ
     ("To roll back: in Argo CD open turndown-api-prod, History and Rollback.", True),
     ("To add a page: create web/views/foo.templ, run templ generate.", True),
     ("  To re-file a failed movement: ringside-cli bcms refile --lot 41.", True),
+    ("How to ship now: merge to main and CI runs `kamal deploy`.", True),
+    ("How to tell whose sign-off week it is: Certificates > Pending shows it.", True),
+    ("How we deploy now: CI runs `kamal deploy` on main.", False),     # a statement of how things are
     ("Deploys go through Argo CD now: GitHub Actions only builds.", False),
     ("Moved to Resend to cut costs: same from address.", False),     # "to" not at the opening
     ("To be safe we keep 7 days of logs.", False),                    # no colon: a statement
