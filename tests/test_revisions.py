@@ -652,7 +652,9 @@ def test_cli_search_explain_and_revisions_show_what_superseded_what(tmp_path, cl
     text = run([*r, "search", "which port does staging postgres use now"], cli_env).stdout
     assert f"(superseded on 2026-03-09 by {id_of(NEW)}: history, not the current fact)" in text
     ex = json.loads(run([*r, "explain", "which port does staging postgres use now", "--json"], cli_env).stdout)
-    assert ex["present"] is True and ex["results"][1]["superseded_by"] == [id_of(NEW)]
+    assert ex["present"] is True and ex["results"][1]["superseded_by"] == [id_of(NEW)] and ex["asks_time"] == ""
+    head = run([*r, "explain", "how long has staging postgres used this port?"], cli_env).stdout.splitlines()[0]
+    assert head.endswith("asks for: a duration (how long)")
     out = run([*r, "revisions", id_of(OLD)[:8]], cli_env).stdout
     assert out.index(id_of(OLD)) < out.index(id_of(NEW)) and "superseded" in out and "current" in out
     bad = run([*r, "revisions", "ffffffff"], cli_env, check=False)

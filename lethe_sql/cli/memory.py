@@ -120,6 +120,11 @@ def search(
         typer.echo(f"({rerank_note(judge_name)})")
 
 
+#: ``explain``'s words for the kind of time a question asks for (``cues.asks_time``): the
+#: time cue lifts the memories that state it
+_ASKS_TIME = {"when": "a time (when)", "duration": "a duration (how long)", "frequency": "a frequency (how often)"}
+
+
 def _fmt(x, spec: str = ".4f") -> str:
     return "-" if x is None else format(x, spec)
 
@@ -156,14 +161,17 @@ def explain(
             }
             for c in rows
         ]
+        cues = analyze(query)
         if json_out:
             print_json({"query": query, "judge": out.judge, "cluster": out.cue, "deep": out.deep,
-                         "rif": out.rif, "present": analyze(query).present, "notes": out.notes, "results": data})
+                         "rif": out.rif, "present": cues.present, "asks_time": cues.temporal, "notes": out.notes,
+                         "results": data})
             return
         judged = f"   judged: {len(out.pool)} (deep pass: {'yes' if out.deep else 'no'})" if out.judge else ""
-        tense = "present (current versions first)" if analyze(query).present else "past (history ranked as is)"
+        tense = "present (current versions first)" if cues.present else "past (history ranked as is)"
+        asks = f"   asks for: {_ASKS_TIME[cues.temporal]}" if cues.temporal else ""
         typer.echo(f"judge: {out.judge or 'none'}{judged}   cluster: {out.cue}   RIF: {'on' if out.rif else 'off'}   "
-                   f"question: {tense}")
+                   f"question: {tense}{asks}")
         typer.echo(f"{'final':>5} {'bm25':>10} {'ctx bm25':>10} {'dense':>11} {'fused':>7} {'supp':>6} {'pool':>4} "
                    f"{'judge':>8} {'final score':>12}  memory")
         for d in data:
