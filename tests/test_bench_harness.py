@@ -331,3 +331,33 @@ def test_the_summary_takes_help_and_refuses_what_is_not_a_folder(tmp_path, capsy
         summary.main([str(tmp_path / "missing")])
     summary.main([str(tmp_path)])  # an empty folder: a table with no rows, written there
     assert (tmp_path / "README.md").read_text().startswith("# Committed benchmark results")
+
+
+def _repo(path, *files):
+    """A git checkout at ``path`` with ``files`` committed (each holding its own name)."""
+    path.mkdir(parents=True)
+    for f in files:
+        (path / f).parent.mkdir(parents=True, exist_ok=True)
+        (path / f).write_text(f)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": os.environ.get("PATH", "")}
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "x"], ["rev-parse", "HEAD"]):
+        out = subprocess.run(["git", *args], cwd=path, env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_a_report_names_the_checkout_of_the_code_it_measured_and_a_harness_from_another(tmp_path):
+    """A worktree's harness run from the repository root imports the root's lethe_sql: the
+    report must name that checkout, and the harness's beside it."""
+    from lethe_bench.meta import git_state, git_text
+
+    code = _repo(tmp_path / "root", "lethe_sql/a.py", "bench/lethe_bench/b.py")
+    harness = _repo(tmp_path / "worktree", "bench/lethe_bench/b.py")
+    one = git_state(tmp_path / "root" / "lethe_sql", tmp_path / "root" / "bench" / "lethe_bench")
+    assert one == {"commit": code, "dirty": False}
+    assert git_text(one) == f"git {code[:12]}"
+    (tmp_path / "root" / "lethe_sql" / "a.py").write_text("changed")
+    two = git_state(tmp_path / "root" / "lethe_sql", tmp_path / "worktree" / "bench" / "lethe_bench")
+    assert two["commit"] == code and two["dirty"] is True and two["harness"]["commit"] == harness
+    assert git_text(two) == f"git {code[:12]}, with local changes; harness from git {harness[:12]}"
+    assert git_state(tmp_path) is None and git_text(None) == ""      # no checkout: nothing claimed

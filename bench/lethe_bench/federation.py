@@ -289,7 +289,7 @@ def main(argv=None) -> int:
 
     from lethe_sql import __version__
 
-    from .meta import git_state, machine, now_iso
+    from .meta import git_state, git_text, machine, now_iso
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -305,7 +305,7 @@ def main(argv=None) -> int:
     mc = machine()
     r = {
         "command": command, "version": __version__,
-        "git": (g.get("commit", "?")[:12] + (", with local changes" if g.get("dirty") else "")) if g else "?",
+        "git": git_text(g) or "?",
         "seed": a.seed, "started": started, "seconds": round(time.perf_counter() - t_all, 1),
         "machine": ", ".join(f"{k} {v}" for k, v in mc.items()) if isinstance(mc, dict) else str(mc),
         "machine_info": mc,

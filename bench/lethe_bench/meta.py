@@ -8,6 +8,7 @@ import resource
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 
 def machine_line(m: dict) -> str:
@@ -63,21 +64,55 @@ def package_version() -> str:
     return __version__
 
 
-def git_state() -> dict | None:
-    """The commit of the checkout the package runs from, and whether it has local changes."""
+def _checkout(where: Path) -> dict | None:
+    """The git checkout holding ``where``: its root, commit and whether tracked files have
+    local changes (None outside a checkout or without git)."""
     import subprocess
-    from pathlib import Path
 
-    here = Path(__file__).resolve().parent
+    def git(*args: str) -> str | None:
+        p = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=10)
+        return p.stdout.strip() if p.returncode == 0 else None
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
-        if commit.returncode != 0:
+        root, commit = git("rev-parse", "--show-toplevel"), git("rev-parse", "HEAD")
+        if not root or not commit:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=10)
-        return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+        return {"root": root, "commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def git_state(code: Path | None = None, harness: Path | None = None) -> dict | None:
+    """The checkout of the code measured (where the imported ``lethe_sql`` lives, or
+    ``code``): its commit and whether it has local changes; and, when the harness
+    (``lethe_bench``, or ``harness``) runs from another checkout, that one's ("harness").
+    Until 2026-11-29 this read the harness's checkout only, so a run of a worktree's
+    harness from the repository root, which imports the root's ``lethe_sql`` (the current
+    directory comes first on ``sys.path``), named the worktree's commit."""
+    if code is None:
+        import lethe_sql
+
+        code = Path(lethe_sql.__file__).resolve().parent
+    mine = _checkout(code)
+    if mine is None:
+        return None
+    other = _checkout(harness or Path(__file__).resolve().parent)
+    out = {"commit": mine["commit"], "dirty": mine["dirty"]}
+    if other is not None and other["root"] != mine["root"]:
+        out["harness"] = {"commit": other["commit"], "dirty": other["dirty"], "root": other["root"]}
+    return out
+
+
+def git_text(git: dict | None) -> str:
+    """``git_state`` in a report's words: "git 4d2b6b4b7529, with local changes; harness from
+    git 0519e98f5b17" ("" when unknown)."""
+    if not git or not git.get("commit"):
+        return ""
+    text = f"git {git['commit'][:12]}{', with local changes' if git.get('dirty') else ''}"
+    h = git.get("harness")
+    if h:
+        text += f"; harness from git {h['commit'][:12]}{', with local changes' if h.get('dirty') else ''}"
+    return text
 
 
 def peak_rss_mib(children: bool = False) -> float:

@@ -42,6 +42,8 @@ def write(result: dict, out: Path, per_query: dict | None = None) -> dict[str, P
 
 
 def markdown(r: dict, chart_note: str | None = None) -> str:
+    from .meta import git_text
+
     L: list[str] = []
     latency_only = r.get("protocol") == "latency"
     corpus = f", {r['corpus']} corpus" if r.get("corpus") and r.get("corpus") != r.get("protocol") else ""
@@ -55,7 +57,7 @@ def markdown(r: dict, chart_note: str | None = None) -> str:
         L.append(f"  - `{name}` sha256 `{digest}`")
     m = r.get("machine") or {}
     git = r.get("git") or {}
-    code = f" (git {git['commit'][:12]}{', with local changes' if git.get('dirty') else ''})" if git.get("commit") else ""
+    code = f" ({git_text(git)})" if git_text(git) else ""
     L.append(f"- lethe-sql {r.get('package_version')}{code}, seed {r.get('seed')}, started {r.get('started')}, "
              f"{r.get('seconds_total')} s in all")
     L.append(f"- machine: {m.get('platform')}, {m.get('cpu_count')} CPU(s) ({m.get('processor')}), "

@@ -196,7 +196,7 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
     from lethe_sql import MemoryStore
     from lethe_sql.udfs.embed import Embedder
 
-    from .meta import machine, now_iso
+    from .meta import git_state, machine, now_iso, package_version
     from .stats import bootstrap_ci, compare
 
     bad = [c for c in configs if c not in CONFIGS]
@@ -244,6 +244,7 @@ def run(path: Path, configs: list[str], *, projects: list[str] | None = None, se
         "n_memories": sum(len(p.memories) for p in sets), "n_queries": sum(len(p.queries) for p in sets),
         "n_by_kind": {k: sum(1 for p in sets for q in p.queries if q["kind"] == k) for k in ("current", "past", "static")},
         "index_seconds": round(index_s, 2), "seed": seed, "machine": machine(), "finished": now_iso(),
+        "package_version": package_version(), "git": git_state(),
         "detection": {
             "gold_pairs": det["gold_pairs"], "link_recall": round(det["gold_found"] / max(det["gold_pairs"], 1), 4),
             "links": det["links"], "link_precision": round(det["links_in_chain"] / max(det["links"], 1), 4),
@@ -308,9 +309,11 @@ def _score_links(store, p: Project, id_of: dict[str, str], det: dict):
 
 
 def markdown(r: dict, command: str) -> str:
-    from .meta import machine_line
+    from .meta import git_text, machine_line
 
+    code = git_text(r.get("git"))
     L = [f"# lethe bench: updates\n", f"- command: `{command}`",
+         f"- lethe-sql {r.get('package_version', '?')}{f' ({code})' if code else ''}",
          f"- projects: {', '.join(r['projects'])} ({r['n_memories']} memories, {r['n_queries']} queries: "
          + ", ".join(f"{k} {v}" for k, v in r["n_by_kind"].items()) + ")",
          f"- machine: {machine_line(r['machine'])}; finished {r['finished']}",
