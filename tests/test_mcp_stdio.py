@@ -5,8 +5,10 @@ schema on every tool), what it gets back (pinned ids, statuses, order), what an 
 error looks like (one sentence, not the validator's report), and Ctrl-C."""
 
 import json
+import os
 import signal
 import subprocess
+import sys
 import threading
 
 import anyio
@@ -212,6 +214,33 @@ def test_sigint_while_waiting_on_stdin_exits_130_without_a_traceback(served):
     try:
         assert _initialized(proc)["result"]["serverInfo"]["name"] == "lethe"  # serving, waiting on stdin
         proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert code == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill: a signal sent to one thread (Linux)")
+def test_sigint_taken_by_another_thread_than_the_main_one_still_ends_the_server(served):
+    """The kernel may hand a process's SIGINT to any of its threads (onnxruntime's, the one
+    reading standard input); a Python handler runs only in the main thread, which waits in
+    the event loop. The server must end anyway. The signal goes to one thread other than
+    the main one (tgkill)."""
+    import ctypes
+
+    root, env, _ = served
+    proc = subprocess.Popen([LETHE, "--root", str(root), "mcp"], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _initialized(proc)["result"]["serverInfo"]["name"] == "lethe"
+        others = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid)
+        assert others, "the server runs more than one thread"
+        libc = ctypes.CDLL(None, use_errno=True)
+        SYS_TGKILL = {"x86_64": 234, "aarch64": 131}[os.uname().machine]
+        assert libc.syscall(SYS_TGKILL, proc.pid, others[-1], signal.SIGINT) == 0
         code = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:

@@ -434,9 +434,49 @@ class Lifeline:
         os._exit(128 + signal.SIGINT)
 
 
+def _watch_signals(fd: int, lifeline: Lifeline) -> None:
+    """Read the signal numbers written to ``fd`` (``signal.set_wakeup_fd``) and hand SIGINT
+    to ``lifeline``."""
+    while True:
+        try:
+            got = os.read(fd, 64)
+        except OSError:
+            return
+        if not got:
+            return
+        if signal.SIGINT in got:
+            lifeline.interrupt()
+
+
 def serve(root: Path) -> int:
-    """Serve over stdio until the client closes standard input (status 0) or Ctrl-C (130)."""
+    """Serve over stdio until the client closes standard input (status 0) or Ctrl-C (130).
+
+    Ctrl-C reaches ``Lifeline.interrupt`` in a thread of its own, woken through the signal
+    wakeup file descriptor, not in a Python signal handler: the kernel may deliver SIGINT
+    to any thread of the process (onnxruntime's, DuckDB's, the one that reads standard
+    input), a Python handler runs only when the main thread runs, and the main thread
+    waits in the event loop, which a signal delivered elsewhere never woke (the server then
+    ignored Ctrl-C; seen once in CI on 2026-11-29). The wakeup descriptor is written by
+    whichever thread takes the signal."""
     server = build_server(root)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)  # the watcher acts; no KeyboardInterrupt
+    try:
+        old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except ValueError:  # where the descriptor must be a socket (Windows): the handler acts itself
+        old_fd = None
+        signal.signal(signal.SIGINT, server.lifeline.interrupt)
+    else:
+        threading.Thread(target=_watch_signals, args=(r, server.lifeline), name="lethe-mcp-signals",
+                         daemon=True).start()
+    try:
+        server.run("stdio")
+    finally:
+        if old_fd is not None:
+            signal.set_wakeup_fd(old_fd)
+        signal.signal(signal.SIGINT, previous)
+    return 0
     previous = signal.signal(signal.SIGINT, server.lifeline.interrupt)
     try:
         server.run("stdio")
