@@ -239,8 +239,10 @@ def test_sigint_taken_by_another_thread_than_the_main_one_still_ends_the_server(
         others = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid)
         assert others, "the server runs more than one thread"
         libc = ctypes.CDLL(None, use_errno=True)
-        SYS_TGKILL = {"x86_64": 234, "aarch64": 131}[os.uname().machine]
-        assert libc.syscall(SYS_TGKILL, proc.pid, others[-1], signal.SIGINT) == 0
+        tgkill = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)   # the syscall's number
+        if tgkill is None:
+            pytest.skip(f"no tgkill number known for {os.uname().machine}")
+        assert libc.syscall(tgkill, proc.pid, others[-1], signal.SIGINT) == 0
         code = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
