@@ -16,7 +16,7 @@ Cues that ``pipeline.blend`` adds, weighted, to the z-scored judge and first-sta
   (``every 60 s``, ``twice a week``, ``nightly``) or a duration (a polling period said as
   "15 minutes"). Until the twentieth session "how long" asked for a time as "when" does, a
   time was no clock time, and "how often" asked for nothing. Over the update sets (p01-p125)
-  the answers to 269 "how long" questions state such a time 30% of the time (all memories
+  the answers to 297 "how long" questions state such a time 30% of the time (all memories
   32%), a duration or a time 97% (49%); to 257 "when" and "what time" questions a time 56%
   (32%), with clock times 86% (37%); to 128 "how often" questions a frequency or a duration
   97% (37%); of LoCoMo dev7's 38 evidence turns for "how long", 61% state a time (all turns
