@@ -466,6 +466,8 @@ def serve(root: Path) -> int:
         old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     except ValueError:  # where the descriptor must be a socket (Windows): the handler acts itself
         old_fd = None
+        os.close(r)
+        os.close(w)
         signal.signal(signal.SIGINT, server.lifeline.interrupt)
     else:
         threading.Thread(target=_watch_signals, args=(r, server.lifeline), name="lethe-mcp-signals",
@@ -475,11 +477,5 @@ def serve(root: Path) -> int:
     finally:
         if old_fd is not None:
             signal.set_wakeup_fd(old_fd)
-        signal.signal(signal.SIGINT, previous)
-    return 0
-    previous = signal.signal(signal.SIGINT, server.lifeline.interrupt)
-    try:
-        server.run("stdio")
-    finally:
         signal.signal(signal.SIGINT, previous)
     return 0
