@@ -112,6 +112,8 @@ _STATES = {
     "duration": (_DURATION, _TIME),
     "frequency": (_FREQUENCY, _DURATION),
 }
+#: the kind of time a question asks for -> the words ``lethe explain`` says it in
+TIME_KINDS = {"when": "a time (when)", "duration": "a duration (how long)", "frequency": "a frequency (how often)"}
 _MONTH_NAMES = r"january|february|march|april|may|june|july|august|september|october|november|december|" \
                r"jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
 _PERIOD = re.compile(

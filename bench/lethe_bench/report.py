@@ -56,8 +56,8 @@ def markdown(r: dict, chart_note: str | None = None) -> str:
     for name, digest in (data.get("sha256") or {}).items():
         L.append(f"  - `{name}` sha256 `{digest}`")
     m = r.get("machine") or {}
-    git = r.get("git") or {}
-    code = f" ({git_text(git)})" if git_text(git) else ""
+    git = git_text(r.get("git"))
+    code = f" ({git})" if git else ""
     L.append(f"- lethe-sql {r.get('package_version')}{code}, seed {r.get('seed')}, started {r.get('started')}, "
              f"{r.get('seconds_total')} s in all")
     L.append(f"- machine: {m.get('platform')}, {m.get('cpu_count')} CPU(s) ({m.get('processor')}), "

@@ -120,11 +120,6 @@ def search(
         typer.echo(f"({rerank_note(judge_name)})")
 
 
-#: ``explain``'s words for the kind of time a question asks for (``cues.asks_time``): the
-#: time cue lifts the memories that state it
-_ASKS_TIME = {"when": "a time (when)", "duration": "a duration (how long)", "frequency": "a frequency (how often)"}
-
-
 def _fmt(x, spec: str = ".4f") -> str:
     return "-" if x is None else format(x, spec)
 
@@ -139,7 +134,7 @@ def explain(
     """Show how each result was ranked: BM25, context BM25, dense, fused, suppression, judge, final.
 
     Runs the same pipeline as `lethe search` but learns nothing."""
-    from ..cues import analyze
+    from ..cues import TIME_KINDS, analyze
 
     with errors():
         with open_store(read_only=True, create=False) as store:
@@ -169,7 +164,7 @@ def explain(
             return
         judged = f"   judged: {len(out.pool)} (deep pass: {'yes' if out.deep else 'no'})" if out.judge else ""
         tense = "present (current versions first)" if cues.present else "past (history ranked as is)"
-        asks = f"   asks for: {_ASKS_TIME[cues.temporal]}" if cues.temporal else ""
+        asks = f"   asks for: {TIME_KINDS[cues.temporal]}" if cues.temporal else ""
         typer.echo(f"judge: {out.judge or 'none'}{judged}   cluster: {out.cue}   RIF: {'on' if out.rif else 'off'}   "
                    f"question: {tense}{asks}")
         typer.echo(f"{'final':>5} {'bm25':>10} {'ctx bm25':>10} {'dense':>11} {'fused':>7} {'supp':>6} {'pool':>4} "
