@@ -207,18 +207,24 @@ def _initialized(proc) -> dict:
     return json.loads(_readline(proc.stdout, 120))
 
 
-def test_sigint_while_waiting_on_stdin_exits_130_without_a_traceback(served):
+def _interrupted(served, interrupt) -> tuple[int, str]:
+    """Start `lethe mcp`, wait until it serves (and waits on stdin), call ``interrupt(proc)``,
+    and give its exit status and standard error."""
     root, env, _ = served
     proc = subprocess.Popen([LETHE, "--root", str(root), "mcp"], env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert _initialized(proc)["result"]["serverInfo"]["name"] == "lethe"  # serving, waiting on stdin
-        proc.send_signal(signal.SIGINT)
+        interrupt(proc)
         code = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    err = proc.stderr.read()
+    return code, proc.stderr.read()
+
+
+def test_sigint_while_waiting_on_stdin_exits_130_without_a_traceback(served):
+    code, err = _interrupted(served, lambda proc: proc.send_signal(signal.SIGINT))
     assert code == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
@@ -231,23 +237,16 @@ def test_sigint_taken_by_another_thread_than_the_main_one_still_ends_the_server(
     the main one (tgkill)."""
     import ctypes
 
-    root, env, _ = served
-    proc = subprocess.Popen([LETHE, "--root", str(root), "mcp"], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert _initialized(proc)["result"]["serverInfo"]["name"] == "lethe"
+    tgkill = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)   # the syscall's number
+    if tgkill is None:
+        pytest.skip(f"no tgkill number known for {os.uname().machine}")
+
+    def to_another_thread(proc):
         others = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid)
         assert others, "the server runs more than one thread"
-        libc = ctypes.CDLL(None, use_errno=True)
-        tgkill = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)   # the syscall's number
-        if tgkill is None:
-            pytest.skip(f"no tgkill number known for {os.uname().machine}")
-        assert libc.syscall(tgkill, proc.pid, others[-1], signal.SIGINT) == 0
-        code = proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err = proc.stderr.read()
+        assert ctypes.CDLL(None, use_errno=True).syscall(tgkill, proc.pid, others[-1], signal.SIGINT) == 0
+
+    code, err = _interrupted(served, to_another_thread)
     assert code == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
