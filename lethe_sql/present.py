@@ -37,7 +37,14 @@ The features:
   best such weight of the versions it replaces (a newer version of what the question found
   most relevant counts fully, of a memory it found less relevant less);
 * ``p_out_sole``: ``p_out`` when one newer candidate alone scores ``PAIR_AT`` or more over
-  it (a memory many later notes pair with is more often an overview than a version).
+  it (a memory many later notes pair with is more often an overview than a version);
+* ``revisions.NOTE_SIGNALS``, read from its own words: its title or text announces a change,
+  it opens as a correction, as an incident or a check, as a how-to, as a report of how a
+  setting went. A note that uses the current version (a drill, a how-to, a first run) pairs
+  with it as a newer version would; what it says of itself is what tells them apart
+  (twenty-first session: over p126-p141, n = 256 current, weights fitted on p94-p125 with
+  them 0.824 / 0.973 / 0.027 against 0.801 / 0.973 / 0.027 refitted without them and
+  0.797 / 0.980 / 0.020 as shipped before).
 
 A linked pair is scored at least ``revisions.LINK_AT``; a pair the question names apart
 (``revisions.named_apart``: it names a value only the older memory holds) is left out,
@@ -51,6 +58,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+
+from .revisions import NOTE_SIGNALS, Memory, note_signals
 
 #: how many of the judged order's first candidates are reordered
 TOP = 10
@@ -76,14 +85,15 @@ SWAP_AT = PAIR_AT
 
 FEATURES = ("gap", "rrank", "sup_link", "head_link", "p_out", "p_out_close", "p_in", "ev",
             "recency", "n_out", "newest_in", "log_notsup", "now_x_in", "now_x_newest",
-            "now_x_recency", "lift", "sink", "p_in_rel", "newest_rel", "p_out_sole")
+            "now_x_recency", "lift", "sink", "p_in_rel", "newest_rel", "p_out_sole") + NOTE_SIGNALS
 
-# Fitted by bench/lever_study/present_ltr.py on p01-p65 (its last lines: the folds of p01-p49 as
-# revision_rank_cv.py --dump writes them, p50-p65 as rank_replay.py dump does; lead 1 with the swaps, L2 10,
-# static questions weighted 0.1, all chosen on p01-p49; bench/lever_study/README.md, 14th session).
-_MEAN = (-1.73682, 0.292897, 0.160638, 0.16087, 0.150164, 0.114477, 0.149193, 0.140193, 0.371187, 0.285661, 0.176411, -0.424725, 0.0171592, 0.0183164, 0.0340673, 0.0908702, 0.0894092, 0.0665341, 0.080334, 0.104812)
-_SD = (1.10834, 0.263037, 0.367197, 0.367411, 0.316088, 0.28165, 0.317188, 0.381682, 0.349408, 0.598323, 0.381169, 1.06639, 0.11867, 0.134093, 0.149786, 0.255853, 0.253944, 0.189546, 0.232868, 0.272053)
-_WEIGHTS = (1.48103, 0.458034, 0.0534275, -0.0892994, -0.109695, -0.166337, 0.0228865, 0.331696, 0.297996, 0.204029, 0.127337, 0.508668, 0.156034, 0.0343267, 0.22357, 0.0420146, -0.237403, 0.531135, 0.296047, 0.0601175)
+# Fitted by bench/lever_study/present_ltr.py on p94-p141 (its last lines: rank_replay.py dumps of
+# dev-y to dev-aj, every pair scored by the pair model fitted on p01-p93; lead 1 with the swaps, L2 1,
+# static questions weighted 0.1, chosen by seven folds over p94-p125; bench/lever_study/README.md,
+# twenty-first session). Until then: fitted on p01-p65 without ``NOTE_SIGNALS`` (14th session).
+_MEAN = (-1.93474, 0.292897, 0.161703, 0.17028, 0.154489, 0.11561, 0.162683, 0.17551, 0.395803, 0.32567, 0.19601, -0.452369, 0.0177316, 0.0202501, 0.0387508, 0.103361, 0.0958308, 0.070471, 0.0819805, 0.0962277, 0.0857653, 0.365753, 0.0154258, 0.055271, 0.00518166, 0.00440739)
+_SD = (1.1705, 0.263037, 0.368178, 0.375879, 0.317725, 0.280772, 0.321434, 0.445298, 0.351332, 0.681991, 0.396976, 1.11699, 0.117931, 0.140855, 0.162441, 0.267175, 0.261115, 0.196886, 0.236398, 0.260085, 0.280017, 0.481641, 0.123239, 0.228508, 0.071797, 0.0662417)
+_WEIGHTS = (2.85106, 0.290123, -0.0876971, -0.12732, 0.077571, 0.0993536, 0.305128, 0.679979, 0.624513, -0.0545612, -0.526307, 0.569229, -0.0339915, 0.104976, 0.112945, 0.0564165, -0.219952, 0.528885, 0.270961, 0.132296, 0.136224, 0.29973, 0.191508, -0.127947, -0.241608, -0.247489)
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,7 @@ class Item:
     day: int | None       # the day it was written (a proleptic ordinal: ``date.toordinal``)
     text: str
     judged: int           # its 0-based place in the judged order
+    heading: str | None = None
 
 
 def reach(linked: dict) -> dict:
@@ -175,6 +186,7 @@ def features(items: Sequence[Item], P: np.ndarray, L: np.ndarray, now: bool) -> 
             float((P[:, i] * rel).max(initial=0.0)),
             newest * float(rel[olds].max(initial=0.0)),
             float(P[i].max(initial=0.0)) if newer.sum() == 1 else 0.0,
+            *note_signals(Memory(str(it.key), it.text, it.heading, None)),
         ]
     return X
 
@@ -245,4 +257,4 @@ def _item(c, k: int, key: Callable, field: str) -> Item:
     when = getattr(c, "created_at", None)
     return Item(key(c), float("-inf") if v is None else float(v),
                 when.date().toordinal() if when is not None else None,
-                getattr(c, "text", "") or "", k)
+                getattr(c, "text", "") or "", k, getattr(c, "heading", None))

@@ -362,7 +362,7 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         1.0 if min(len(a), len(b)) < 5 else 0.0,
         1.0 if value_changed(old.text, new.text) else 0.0,
         1.0 if title_change else 0.0,
-        1.0 if _NOTE_KIND.search(new_title) or _NOTE_KIND.search(new.text or "") or note_head(new_title) else 0.0,
+        1.0 if note_kind(new) else 0.0,
         1.0 if scope_apart(old, new, a, b) else 0.0,
         math.log1p(n_new) / 5.0,
         math.log((n_new + 1) / (n_old + 1)) / 2.0,
@@ -443,6 +443,29 @@ def instructs(m: Memory) -> bool:
     """Whether a note opens as an instruction, "To <do something>: ..." or "How to <do
     something>: ..." (``_INSTRUCTION``)."""
     return bool(_INSTRUCTION.search(m.text or ""))
+
+
+def note_kind(m: Memory) -> bool:
+    """Whether a note is not a statement of how things are: its title or text opens as an
+    incident, a reminder, a check ... (``_NOTE_KIND``), or its title ends in such a noun
+    (``note_head``): the ``note_kind`` feature."""
+    title = title_of(m)
+    return bool(_NOTE_KIND.search(title) or _NOTE_KIND.search(m.text or "") or note_head(title))
+
+
+#: what kind of note a memory is, read from its own words alone (``note_signals``)
+NOTE_SIGNALS = ("title_change", "change_words", "corrects", "note_kind", "instructs", "reports_elapsed")
+
+
+def note_signals(m: Memory) -> tuple[float, ...]:
+    """``NOTE_SIGNALS`` of one memory, each 0 or 1: its title announces a change
+    (``_CHANGE``), its title or text does (``announces_change``), it opens as a correction
+    (``corrects``), it is an incident, a check, a question ... (``note_kind``), a how-to
+    (``instructs``), a report of how a setting went (``reports_elapsed``). A version of a
+    subject tends to say that it changes something; a note that uses the current version
+    tends to be one of the latter kinds (``present.py`` reads them of every candidate)."""
+    return (float(bool(_CHANGE.search(title_of(m)))), float(announces_change(m)), float(corrects(m)),
+            float(note_kind(m)), float(instructs(m)), float(reports_elapsed(m)))
 
 
 def note_head(title: str) -> bool:

@@ -60,6 +60,12 @@ def test_the_features_of_a_pool_are_pinned():
         "p_in_rel": (0.0, 0.3, 0.05),      # A is the best judged: weight e^0 = 1
         "newest_rel": (0.0, 1.0, 0.0),
         "p_out_sole": (0.3, 0.0, 0.0),     # only B scores PAIR_AT or more over A
+        "title_change": (0.0, 1.0, 0.0),   # "Port moved"
+        "change_words": (0.0, 1.0, 0.0),
+        "corrects": (0.0, 0.0, 0.0),
+        "note_kind": (0.0, 0.0, 1.0),      # "Broker load test": a title ending in "test"
+        "instructs": (0.0, 0.0, 0.0),
+        "reports_elapsed": (0.0, 0.0, 0.0),
     }
 
 
@@ -159,3 +165,24 @@ def test_the_learned_score_fills_the_first_place_and_below_it_the_newer_of_a_pai
     # below the first place, B (a pair scored over A at SWAP_AT or more) comes before A
     assert [c.id for c in present.order(list(cands), pairs={("A", "B"): 0.3}, **kw)] == ["D", "B", "A", "C"]
     assert [c.id for c in present.order(list(cands), pairs={("A", "B"): 0.05}, **kw)] == ["D", "A", "B", "C"]
+
+
+def test_the_note_signals_say_what_kind_of_note_each_candidate_is():
+    cands = [Cand("fix", 1.0, 2, "09:00 Correction: API port", "Correction: the API listens on 8081, not 8080."),
+             Cand("how", 1.0, 3, "09:00 Rollbacks", "To roll back a deploy: run `make rollback` on api-1."),
+             Cand("week", 1.0, 4, "09:00 Pooler", "A week on PgBouncer: 40 connections at peak, no errors.")]
+    X = featurize(cands, {})
+    assert X["corrects"] == (1.0, 0.0, 0.0)
+    assert X["instructs"] == (0.0, 1.0, 0.0)
+    assert X["reports_elapsed"] == (0.0, 0.0, 1.0)
+    assert X["title_change"] == (1.0, 0.0, 0.0)   # "Correction" announces a change
+
+
+def test_with_the_fitted_weights_a_note_that_announces_its_change_takes_the_first_place():
+    """Two notes alike but for the title: the one judged second says that the port moved, and
+    the fitted score puts it first (a version of a subject says it changes something; a note
+    that uses the current version rarely does)."""
+    plain = Cand("plain", 2.0, 5, "09:00 Staging port", "Postgres on staging is on 5434.")
+    moved = Cand("moved", 2.0, 5, "09:00 Staging port moved", "Postgres on staging is on 5434.")
+    ranked = present.order([plain, moved], pairs={}, reach={}, now=False, link_at=0.4, key=lambda c: c.id)
+    assert [c.id for c in ranked] == ["moved", "plain"]
