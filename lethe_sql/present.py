@@ -78,7 +78,9 @@ CHAIN_T = 0.5
 #: 0.962 / 0.981 (the rules before it, leave-one-project-out: cur@1 0.811, cur_first 0.966,
 #: static@5 0.982). One place with the swaps and two with them tie on the choice's sum (two
 #: questions each way); one was taken: below the answer the judge's order stands, and the
-#: version a current memory replaced follows it as history
+#: version a current memory replaced follows it as history. Seven folds over p94-p125 (the
+#: twenty-first session's grid, with ``NOTE_SIGNALS``) chose one place with the swaps again
+#: (utility 2.737; every place 2.734 at best, two places 2.733)
 LEAD = 1
 #: below the first ``LEAD`` places, a pair scored at least this puts the newer memory first
 SWAP_AT = PAIR_AT
