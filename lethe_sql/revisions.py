@@ -341,8 +341,6 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
     w_s = sum(idf(t) for t in shared)
     rarest = max((idf(t) for t in shared), default=0.0)
     gap_days = max((new.at - old.at).days, 0) if old.at and new.at else 0
-    new_title = title_of(new)
-    title_change = bool(_CHANGE.search(new_title))
     ha, hb = title_words(old.heading), title_words(new.heading)
     heading = 0.0
     if ha and hb:
@@ -361,7 +359,7 @@ def pair_features(old: Memory, new: Memory, cos: float, rank: int, df: dict[str,
         min(sum(1 for t in _identifiers(old.text) & _identifiers(new.text)), 3) / 3.0,
         1.0 if min(len(a), len(b)) < 5 else 0.0,
         1.0 if value_changed(old.text, new.text) else 0.0,
-        1.0 if title_change else 0.0,
+        1.0 if title_announces_change(new) else 0.0,
         1.0 if note_kind(new) else 0.0,
         1.0 if scope_apart(old, new, a, b) else 0.0,
         math.log1p(n_new) / 5.0,
@@ -431,6 +429,11 @@ def announces_change(m: Memory) -> bool:
     return bool(_CHANGE.search(title_of(m)) or _CHANGE.search(m.text or ""))
 
 
+def title_announces_change(m: Memory) -> bool:
+    """Whether a memory's title holds a word of ``_CHANGE`` (the ``title_change`` feature)."""
+    return bool(_CHANGE.search(title_of(m)))
+
+
 def reports_elapsed(m: Memory) -> bool:
     """Whether a note opens by saying how long something has run and reports on it, or its
     title ends so (``_ELAPSED``, ``_ELAPSED_TITLE``)."""
@@ -464,7 +467,7 @@ def note_signals(m: Memory) -> tuple[float, ...]:
     (``instructs``), a report of how a setting went (``reports_elapsed``). A version of a
     subject tends to say that it changes something; a note that uses the current version
     tends to be one of the latter kinds (``present.py`` reads them of every candidate)."""
-    return (float(bool(_CHANGE.search(title_of(m)))), float(announces_change(m)), float(corrects(m)),
+    return (float(title_announces_change(m)), float(announces_change(m)), float(corrects(m)),
             float(note_kind(m)), float(instructs(m)), float(reports_elapsed(m)))
 
 
