@@ -64,7 +64,7 @@ def package_version() -> str:
     return __version__
 
 
-def _checkout(where: Path) -> dict | None:
+def checkout(where: Path) -> dict | None:
     """The git checkout holding ``where``: its root, commit and whether tracked files have
     local changes (None outside a checkout or without git)."""
     import subprocess
@@ -93,10 +93,10 @@ def git_state(code: Path | None = None, harness: Path | None = None) -> dict | N
         import lethe_sql
 
         code = Path(lethe_sql.__file__).resolve().parent
-    mine = _checkout(code)
+    mine = checkout(code)
     if mine is None:
         return None
-    other = _checkout(harness or Path(__file__).resolve().parent)
+    other = checkout(harness or Path(__file__).resolve().parent)
     out = {"commit": mine["commit"], "dirty": mine["dirty"]}
     if other is not None and other["root"] != mine["root"]:
         out["harness"] = {"commit": other["commit"], "dirty": other["dirty"], "root": other["root"]}

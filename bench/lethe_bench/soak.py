@@ -762,14 +762,14 @@ def _tested_git(exe: Path) -> dict | None:
         where = p.stdout.strip()
         if p.returncode != 0 or not where:
             return None
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
-        if head.returncode != 0:
-            return {"package": where, "commit": None}
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                               capture_output=True, text=True, timeout=10)
-        return {"package": where, "commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return None
+    from . import meta
+
+    c = meta.checkout(Path(where))
+    if c is None:
+        return {"package": where, "commit": None}
+    return {"package": where, "commit": c["commit"], "dirty": c["dirty"]}
 
 
 def _db_bytes(db_path: Path) -> int:
